@@ -1,0 +1,216 @@
+// Package api is the platform's admin REST API under /api/v1: tenants and
+// their catalogues, JSON in and out, RFC 9457 problems, cursor pagination
+// and optimistic concurrency by version (ETag / If-Match).
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/opsmcp/platform/store"
+)
+
+// Admin is an authenticated caller of the admin API.
+type Admin struct {
+	// Subject identifies the caller in logs and audit records.
+	Subject string
+}
+
+// Authenticator decides who is calling. It returns ErrUnauthenticated
+// (possibly wrapped) when the request carries no acceptable credential.
+type Authenticator interface {
+	Authenticate(r *http.Request) (*Admin, error)
+}
+
+// ErrUnauthenticated means no acceptable credential was presented.
+var ErrUnauthenticated = errors.New("unauthenticated")
+
+// BootstrapToken authenticates a single bearer token configured at start.
+// Only its SHA-256 hash is kept in memory.
+type BootstrapToken struct {
+	hash [sha256.Size]byte
+	set  bool
+}
+
+// NewBootstrapToken returns an authenticator for token; an empty token
+// authenticates nobody.
+func NewBootstrapToken(token string) *BootstrapToken {
+	if token == "" {
+		return &BootstrapToken{}
+	}
+	return &BootstrapToken{hash: sha256.Sum256([]byte(token)), set: true}
+}
+
+// Authenticate implements Authenticator.
+func (b *BootstrapToken) Authenticate(r *http.Request) (*Admin, error) {
+	tok, ok := bearer(r)
+	if !ok || !b.set {
+		return nil, ErrUnauthenticated
+	}
+	h := sha256.Sum256([]byte(tok))
+	if subtle.ConstantTimeCompare(h[:], b.hash[:]) != 1 {
+		return nil, ErrUnauthenticated
+	}
+	return &Admin{Subject: "bootstrap"}, nil
+}
+
+// bearer extracts a bearer token from the Authorization header.
+func bearer(r *http.Request) (string, bool) {
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
+		return "", false
+	}
+	return strings.TrimSpace(tok), true
+}
+
+// Options configures the admin API.
+type Options struct {
+	Store *store.Store
+	Auth  Authenticator
+	// MaxBodyBytes caps request bodies; 0 means 1 MiB.
+	MaxBodyBytes int64
+	// PublicURL is the platform's external base URL, used to show each
+	// tenant's endpoint.
+	PublicURL string
+	Logger    *slog.Logger
+	// Changed, when set, is told about every successful change to a
+	// tenant or its catalogue, so this replica serves its own writes at
+	// once (other replicas notice on their next refresh).
+	Changed func(ctx context.Context, slug string)
+}
+
+// Server is the admin API.
+type Server struct {
+	opts Options
+	log  *slog.Logger
+}
+
+// Register mounts the admin API on r under /api/v1.
+func Register(r gin.IRouter, opts Options) *Server {
+	if opts.MaxBodyBytes == 0 {
+		opts.MaxBodyBytes = 1 << 20
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{opts: opts, log: opts.Logger}
+	v1 := r.Group("/api/v1", s.authenticate)
+	v1.POST("/tenants", s.createTenant)
+	v1.GET("/tenants", s.listTenants)
+	v1.GET("/tenants/:slug", s.getTenant)
+	v1.PATCH("/tenants/:slug", s.patchTenant)
+	v1.DELETE("/tenants/:slug", s.deleteTenant)
+	for _, k := range kinds {
+		k.register(s, v1.Group("/tenants/:slug/"+k.path()))
+	}
+	return s
+}
+
+// authenticate refuses every request without an admin credential.
+func (s *Server) authenticate(c *gin.Context) {
+	if s.opts.Auth == nil {
+		c.Header("WWW-Authenticate", `Bearer realm="platform-admin"`)
+		writeProblem(c, probUnauthorized.with("admin authentication is not configured on this server"))
+		return
+	}
+	admin, err := s.opts.Auth.Authenticate(c.Request)
+	if err != nil {
+		if !errors.Is(err, ErrUnauthenticated) {
+			s.log.Warn("admin authentication failed", "err", err)
+		}
+		c.Header("WWW-Authenticate", `Bearer realm="platform-admin"`)
+		writeProblem(c, probUnauthorized.with("a valid admin bearer token is required"))
+		return
+	}
+	c.Set("admin", admin)
+	c.Next()
+}
+
+// changed reports a successful write.
+func (s *Server) changed(c *gin.Context) {
+	if s.opts.Changed != nil {
+		s.opts.Changed(context.WithoutCancel(c.Request.Context()), c.Param("slug"))
+	}
+}
+
+// storeProblem maps a store error to a problem. Unknown errors are logged
+// and answered generically, so nothing internal leaks.
+func (s *Server) storeProblem(c *gin.Context, err error) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeProblem(c, probNotFound.with(cleanErr(err)))
+	case errors.Is(err, store.ErrSlugRetired):
+		writeProblem(c, probSlugRetired.with(cleanErr(err)+`; to give it to a new tenant anyway, set "reuseRetiredSlug": true`))
+	case errors.Is(err, store.ErrConflict):
+		writeProblem(c, probConflict.with(cleanErr(err)))
+	case errors.Is(err, store.ErrVersionMismatch):
+		writeProblem(c, probPrecondition.with(cleanErr(err)+"; fetch it again and retry with the current version"))
+	case errors.Is(err, context.Canceled):
+		c.Abort()
+	default:
+		s.log.Error("admin api store error", "path", c.Request.URL.Path, "err", err)
+		writeProblem(c, probInternal.with("the request could not be completed; nothing was changed"))
+	}
+}
+
+// cleanErr renders a store error for a client: the wrapped sentinel's
+// generic words are kept, the rest is the object named.
+func cleanErr(err error) string { return err.Error() }
+
+// ifMatch reads the expected version from If-Match ("3" or W/"3") or from
+// a version in the body; 0 means unconditional.
+func ifMatch(c *gin.Context, bodyVersion *int64) (int64, *Problem) {
+	h := c.GetHeader("If-Match")
+	if h == "" || h == "*" {
+		if bodyVersion != nil {
+			return *bodyVersion, nil
+		}
+		return 0, nil
+	}
+	h = strings.TrimPrefix(h, "W/")
+	v, err := strconv.ParseInt(strings.Trim(h, `"`), 10, 64)
+	if err != nil || v <= 0 {
+		return 0, probMalformed.with(fmt.Sprintf("If-Match must be an ETag this API returned, like \"3\"; got %q", c.GetHeader("If-Match")))
+	}
+	return v, nil
+}
+
+func setETag(c *gin.Context, version int64) {
+	c.Header("ETag", `"`+strconv.FormatInt(version, 10)+`"`)
+}
+
+// page reads limit and cursor query parameters.
+func page(c *gin.Context) (after string, limit int, p *Problem) {
+	limit = 50
+	if l := c.Query("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 200 {
+			return "", 0, probValidation.with("bad pagination", FieldError{Field: "limit", Message: "must be an integer from 1 to 200"})
+		}
+		limit = n
+	}
+	if cur := c.Query("cursor"); cur != "" {
+		a, err := decodeCursor(cur)
+		if err != nil {
+			return "", 0, probValidation.with("bad pagination", FieldError{Field: "cursor", Message: "is not a cursor this API returned"})
+		}
+		after = a
+	}
+	return after, limit, nil
+}
+
+// listResponse is the shape of every list: items and, when more remain,
+// the cursor for the next page.
+type listResponse[T any] struct {
+	Items      []T    `json:"items"`
+	NextCursor string `json:"nextCursor,omitempty"`
+}

@@ -1,0 +1,141 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+)
+
+// Problem is an RFC 9457 problem response. Type is stable: clients branch
+// on it, never on Title or Detail.
+type Problem struct {
+	Type     string       `json:"type"`
+	Title    string       `json:"title"`
+	Status   int          `json:"status"`
+	Detail   string       `json:"detail,omitempty"`
+	Instance string       `json:"instance,omitempty"`
+	Errors   []FieldError `json:"errors,omitempty"`
+}
+
+// FieldError names one invalid field of a request body.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+func (p *Problem) Error() string { return p.Title + ": " + p.Detail }
+
+const problemBase = "urn:opsmcp:problem:"
+
+// The problem types the admin API answers with.
+var (
+	probMalformed    = problemKind{"malformed-request", "Malformed request", http.StatusBadRequest}
+	probValidation   = problemKind{"validation-failed", "Validation failed", http.StatusUnprocessableEntity}
+	probTooLarge     = problemKind{"body-too-large", "Request body too large", http.StatusRequestEntityTooLarge}
+	probMediaType    = problemKind{"unsupported-media-type", "Unsupported media type", http.StatusUnsupportedMediaType}
+	probNotFound     = problemKind{"not-found", "Not found", http.StatusNotFound}
+	probMethod       = problemKind{"method-not-allowed", "Method not allowed", http.StatusMethodNotAllowed}
+	probConflict     = problemKind{"conflict", "Conflict", http.StatusConflict}
+	probSlugRetired  = problemKind{"slug-retired", "Slug retired", http.StatusConflict}
+	probPrecondition = problemKind{"precondition-failed", "Precondition failed", http.StatusPreconditionFailed}
+	probUnauthorized = problemKind{"unauthorized", "Unauthorized", http.StatusUnauthorized}
+	probInternal     = problemKind{"internal", "Internal error", http.StatusInternalServerError}
+	probUnavailable  = problemKind{"unavailable", "Service unavailable", http.StatusServiceUnavailable}
+)
+
+type problemKind struct {
+	slug   string
+	title  string
+	status int
+}
+
+func (k problemKind) with(detail string, fields ...FieldError) *Problem {
+	return &Problem{Type: problemBase + k.slug, Title: k.title, Status: k.status, Detail: detail, Errors: fields}
+}
+
+// writeProblem sends p and stops the chain.
+func writeProblem(c *gin.Context, p *Problem) {
+	p.Instance = c.Request.URL.Path
+	c.Header("Content-Type", "application/problem+json")
+	c.Header("Cache-Control", "no-store")
+	c.Status(p.Status)
+	body, _ := json.Marshal(p)
+	_, _ = c.Writer.Write(body)
+	c.Abort()
+}
+
+// decodeJSON reads exactly one JSON object from the request body into v,
+// refusing unknown fields, trailing data and oversize bodies. The problem
+// it returns says what is wrong and where.
+func decodeJSON(c *gin.Context, maxBytes int64, v any) *Problem {
+	ct := c.GetHeader("Content-Type")
+	if mt, _, _ := strings.Cut(ct, ";"); strings.TrimSpace(strings.ToLower(mt)) != "application/json" {
+		return probMediaType.with(fmt.Sprintf("Content-Type must be application/json, not %q", ct))
+	}
+	body := http.MaxBytesReader(c.Writer, c.Request.Body, maxBytes)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonProblem(err, maxBytes)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return probTooLarge.with(fmt.Sprintf("the body exceeds the %d-byte limit", maxBytes))
+		}
+		return probMalformed.with("the body must hold exactly one JSON object; found data after it")
+	}
+	return nil
+}
+
+// jsonProblem turns a decoding error into a precise problem.
+func jsonProblem(err error, maxBytes int64) *Problem {
+	var (
+		mbe    *http.MaxBytesError
+		syntax *json.SyntaxError
+		typ    *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &mbe):
+		return probTooLarge.with(fmt.Sprintf("the body exceeds the %d-byte limit", maxBytes))
+	case errors.As(err, &syntax):
+		return probMalformed.with(fmt.Sprintf("invalid JSON at byte %d: %v", syntax.Offset, syntax))
+	case errors.Is(err, io.EOF):
+		return probMalformed.with("the body is empty; a JSON object is required")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return probMalformed.with("the body ends in the middle of a JSON value")
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			return probMalformed.with(fmt.Sprintf("the body must be a JSON object, not %s", typ.Value))
+		}
+		return probValidation.with("a field has the wrong type",
+			FieldError{Field: field, Message: fmt.Sprintf("must be %s, not %s", jsonTypeName(typ.Type.String()), typ.Value)})
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return probValidation.with("the body has a field this endpoint does not know",
+			FieldError{Field: name, Message: "unknown field"})
+	}
+	return probMalformed.with("the body is not valid JSON for this endpoint")
+}
+
+func jsonTypeName(goType string) string {
+	switch {
+	case goType == "string" || goType == "*string":
+		return "a string"
+	case goType == "bool" || goType == "*bool":
+		return "a boolean"
+	case strings.Contains(goType, "int") || strings.Contains(goType, "float"):
+		return "a number"
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	case strings.HasPrefix(goType, "map[") || strings.Contains(goType, "."):
+		return "an object"
+	}
+	return goType
+}

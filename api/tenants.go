@@ -1,0 +1,188 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/tenants"
+)
+
+// tenantView is a tenant as the API shows it.
+type tenantView struct {
+	Slug             string           `json:"slug"`
+	DisplayName      string           `json:"displayName"`
+	Disabled         bool             `json:"disabled"`
+	Settings         tenants.Settings `json:"settings"`
+	Endpoint         string           `json:"endpoint"`
+	Version          int64            `json:"version"`
+	CatalogueVersion int64            `json:"catalogueVersion"`
+	CreatedAt        time.Time        `json:"createdAt"`
+	UpdatedAt        time.Time        `json:"updatedAt"`
+}
+
+func (s *Server) view(t *store.Tenant) tenantView {
+	var set tenants.Settings
+	_ = json.Unmarshal([]byte(t.Settings), &set)
+	return tenantView{
+		Slug: t.Slug, DisplayName: t.DisplayName, Disabled: t.Disabled, Settings: set,
+		Endpoint: strings.TrimSuffix(s.opts.PublicURL, "/") + "/t/" + t.Slug + "/mcp",
+		Version:  t.Version, CatalogueVersion: t.CatalogueVersion,
+		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
+	}
+}
+
+type createTenantRequest struct {
+	Slug             string            `json:"slug"`
+	DisplayName      string            `json:"displayName"`
+	Disabled         bool              `json:"disabled"`
+	Settings         *tenants.Settings `json:"settings"`
+	ReuseRetiredSlug bool              `json:"reuseRetiredSlug"`
+}
+
+// validateTenant checks the editable fields of a tenant.
+func validateTenant(slug, displayName *string, set *tenants.Settings) []FieldError {
+	var errs []FieldError
+	if slug != nil && !tenants.ValidSlug(*slug) {
+		errs = append(errs, FieldError{Field: "slug", Message: "must be a lowercase DNS label: 1 to 63 of a-z, 0-9 and '-', not starting or ending with '-'"})
+	}
+	if displayName != nil && (strings.TrimSpace(*displayName) == "" || len(*displayName) > 200) {
+		errs = append(errs, FieldError{Field: "displayName", Message: "must be 1 to 200 characters, not only spaces"})
+	}
+	if set != nil {
+		for _, e := range set.Validate() {
+			errs = append(errs, FieldError{Field: e.Field, Message: e.Message})
+		}
+	}
+	return errs
+}
+
+func (s *Server) createTenant(c *gin.Context) {
+	var req createTenantRequest
+	if p := decodeJSON(c, s.opts.MaxBodyBytes, &req); p != nil {
+		writeProblem(c, p)
+		return
+	}
+	if errs := validateTenant(&req.Slug, &req.DisplayName, req.Settings); len(errs) > 0 {
+		writeProblem(c, probValidation.with("the tenant is not valid", errs...))
+		return
+	}
+	settings := []byte("{}")
+	if req.Settings != nil {
+		settings, _ = json.Marshal(req.Settings)
+	}
+	t := &store.Tenant{Slug: req.Slug, DisplayName: req.DisplayName, Disabled: req.Disabled, Settings: string(settings)}
+	if err := s.opts.Store.CreateTenant(c.Request.Context(), t, req.ReuseRetiredSlug); err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	s.log.Info("tenant created", "tenant", t.Slug, "admin", adminOf(c))
+	setETag(c, t.Version)
+	c.Header("Location", "/api/v1/tenants/"+t.Slug)
+	c.JSON(http.StatusCreated, s.view(t))
+}
+
+func (s *Server) getTenant(c *gin.Context) {
+	t, err := s.opts.Store.GetTenant(c.Request.Context(), c.Param("slug"))
+	if err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	setETag(c, t.Version)
+	c.JSON(http.StatusOK, s.view(t))
+}
+
+func (s *Server) listTenants(c *gin.Context) {
+	after, limit, p := page(c)
+	if p != nil {
+		writeProblem(c, p)
+		return
+	}
+	ts, err := s.opts.Store.ListTenants(c.Request.Context(), after, limit+1)
+	if err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	resp := listResponse[tenantView]{Items: []tenantView{}}
+	for i := range ts {
+		if i == limit {
+			resp.NextCursor = encodeCursor(ts[i-1].Slug)
+			break
+		}
+		resp.Items = append(resp.Items, s.view(&ts[i]))
+	}
+	c.JSON(http.StatusOK, resp)
+}
+
+type patchTenantRequest struct {
+	DisplayName *string           `json:"displayName"`
+	Disabled    *bool             `json:"disabled"`
+	Settings    *tenants.Settings `json:"settings"`
+	Version     *int64            `json:"version"`
+}
+
+// patchTenant changes the fields present in the body; settings, when
+// present, replace the tenant's settings whole.
+func (s *Server) patchTenant(c *gin.Context) {
+	var req patchTenantRequest
+	if p := decodeJSON(c, s.opts.MaxBodyBytes, &req); p != nil {
+		writeProblem(c, p)
+		return
+	}
+	if errs := validateTenant(nil, req.DisplayName, req.Settings); len(errs) > 0 {
+		writeProblem(c, probValidation.with("the change is not valid", errs...))
+		return
+	}
+	want, p := ifMatch(c, req.Version)
+	if p != nil {
+		writeProblem(c, p)
+		return
+	}
+	t, err := s.opts.Store.UpdateTenant(c.Request.Context(), c.Param("slug"), want, func(t *store.Tenant) error {
+		if req.DisplayName != nil {
+			t.DisplayName = *req.DisplayName
+		}
+		if req.Disabled != nil {
+			t.Disabled = *req.Disabled
+		}
+		if req.Settings != nil {
+			b, _ := json.Marshal(req.Settings)
+			t.Settings = string(b)
+		}
+		return nil
+	})
+	if err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	s.changed(c)
+	s.log.Info("tenant updated", "tenant", t.Slug, "admin", adminOf(c))
+	setETag(c, t.Version)
+	c.JSON(http.StatusOK, s.view(t))
+}
+
+func (s *Server) deleteTenant(c *gin.Context) {
+	want, p := ifMatch(c, nil)
+	if p != nil {
+		writeProblem(c, p)
+		return
+	}
+	if err := s.opts.Store.DeleteTenant(c.Request.Context(), c.Param("slug"), want); err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	s.changed(c)
+	s.log.Info("tenant deleted", "tenant", c.Param("slug"), "admin", adminOf(c))
+	c.Status(http.StatusNoContent)
+}
+
+func adminOf(c *gin.Context) string {
+	if a, ok := c.Get("admin"); ok {
+		return a.(*Admin).Subject
+	}
+	return ""
+}

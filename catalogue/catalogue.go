@@ -1,0 +1,171 @@
+// Package catalogue defines what a tenant's MCP endpoint serves (tools,
+// prompts, resources and resource templates), validates definitions at
+// registration, and indexes them for constant-time lookup on the request
+// path.
+package catalogue
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Kind is one class of catalogue item.
+type Kind string
+
+// The catalogue kinds.
+const (
+	KindTool             Kind = "tool"
+	KindPrompt           Kind = "prompt"
+	KindResource         Kind = "resource"
+	KindResourceTemplate Kind = "resource_template"
+)
+
+// Handler answers calls the platform cannot answer from the definition
+// alone. For now every handler is a tenant webhook.
+type Handler struct {
+	// Type is "webhook" (the default when empty).
+	Type string `json:"type,omitempty"`
+	// URL is the tenant's HTTPS (or, for private targets, HTTP) endpoint.
+	URL string `json:"url"`
+	// TimeoutMs bounds one delivery; 0 means DefaultTimeoutMs.
+	TimeoutMs int `json:"timeoutMs,omitempty"`
+}
+
+// Handler timeout bounds, in milliseconds.
+const (
+	DefaultTimeoutMs = 10_000
+	MaxTimeoutMs     = 120_000
+)
+
+// Timeout returns the effective timeout in milliseconds.
+func (h *Handler) Timeout() int {
+	if h == nil || h.TimeoutMs == 0 {
+		return DefaultTimeoutMs
+	}
+	return h.TimeoutMs
+}
+
+// ToolAnnotations are the MCP hints about a tool's behaviour.
+type ToolAnnotations struct {
+	Title           string `json:"title,omitempty"`
+	ReadOnlyHint    *bool  `json:"readOnlyHint,omitempty"`
+	DestructiveHint *bool  `json:"destructiveHint,omitempty"`
+	IdempotentHint  *bool  `json:"idempotentHint,omitempty"`
+	OpenWorldHint   *bool  `json:"openWorldHint,omitempty"`
+}
+
+// Tool is a callable tool.
+type Tool struct {
+	Name         string           `json:"name"`
+	Title        string           `json:"title,omitempty"`
+	Description  string           `json:"description,omitempty"`
+	InputSchema  json.RawMessage  `json:"inputSchema"`
+	OutputSchema json.RawMessage  `json:"outputSchema,omitempty"`
+	Annotations  *ToolAnnotations `json:"annotations,omitempty"`
+	Handler      *Handler         `json:"handler"`
+	// Inputs are declared inputs the platform gathers from the user
+	// before calling the handler (multi round-trip requests).
+	Inputs json.RawMessage `json:"inputs,omitempty"`
+}
+
+// PromptArgument is one argument a prompt takes.
+type PromptArgument struct {
+	Name        string `json:"name"`
+	Title       string `json:"title,omitempty"`
+	Description string `json:"description,omitempty"`
+	Required    bool   `json:"required,omitempty"`
+	// Completions are the values completion/complete offers for this
+	// argument, filtered by the typed prefix.
+	Completions []string `json:"completions,omitempty"`
+}
+
+// PromptMessage is one message template of a prompt. Text content may use
+// {{name}} to insert an argument.
+type PromptMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// Prompt is a prompt template, answered either from its message templates
+// or by its handler.
+type Prompt struct {
+	Name        string           `json:"name"`
+	Title       string           `json:"title,omitempty"`
+	Description string           `json:"description,omitempty"`
+	Arguments   []PromptArgument `json:"arguments,omitempty"`
+	Messages    []PromptMessage  `json:"messages,omitempty"`
+	Handler     *Handler         `json:"handler,omitempty"`
+	Inputs      json.RawMessage  `json:"inputs,omitempty"`
+}
+
+// Resource is a static resource: text or a base64 blob.
+type Resource struct {
+	Name        string          `json:"name"`
+	URI         string          `json:"uri"`
+	Title       string          `json:"title,omitempty"`
+	Description string          `json:"description,omitempty"`
+	MimeType    string          `json:"mimeType,omitempty"`
+	Text        *string         `json:"text,omitempty"`
+	Blob        string          `json:"blob,omitempty"`
+	Annotations json.RawMessage `json:"annotations,omitempty"`
+}
+
+// ResourceTemplate is an RFC 6570 URI template whose reads go to a handler.
+type ResourceTemplate struct {
+	Name        string   `json:"name"`
+	URITemplate string   `json:"uriTemplate"`
+	Title       string   `json:"title,omitempty"`
+	Description string   `json:"description,omitempty"`
+	MimeType    string   `json:"mimeType,omitempty"`
+	Handler     *Handler `json:"handler"`
+	// Completions offer values for template variables, by variable name.
+	Completions map[string][]string `json:"completions,omitempty"`
+	Inputs      json.RawMessage     `json:"inputs,omitempty"`
+}
+
+// NewWebhookSecret returns a fresh webhook signing secret. It is shown to
+// the tenant once and never again.
+func NewWebhookSecret() string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("crypto/rand failed: " + err.Error())
+	}
+	return "whsec_" + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// FieldError names one invalid field of a definition.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// ValidationError lists every problem found in one definition, so a
+// tenant fixes them all in one pass.
+type ValidationError struct {
+	Errors []FieldError
+}
+
+func (e *ValidationError) Error() string {
+	parts := make([]string, len(e.Errors))
+	for i, f := range e.Errors {
+		parts[i] = f.Field + ": " + f.Message
+	}
+	return "invalid definition: " + strings.Join(parts, "; ")
+}
+
+// problems accumulates field errors.
+type problems []FieldError
+
+func (p *problems) add(field, format string, args ...any) {
+	*p = append(*p, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+func (p problems) err() error {
+	if len(p) == 0 {
+		return nil
+	}
+	return &ValidationError{Errors: p}
+}

@@ -1,0 +1,142 @@
+// Command platform runs the hosted multi-tenant MCP platform.
+//
+//	platform serve     run a replica
+//	platform migrate   apply database migrations and exit
+//	platform version   print the version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/term"
+
+	"github.com/opsmcp/platform/config"
+	"github.com/opsmcp/platform/server"
+	"github.com/opsmcp/platform/store"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `platform: a hosted, multi-tenant MCP platform.
+
+Usage:
+  platform serve [flags]     run a replica (see platform serve --help)
+  platform migrate [flags]   apply pending database migrations and exit
+  platform version           print the version
+`
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stderr)
+	case "migrate":
+		return migrate(args[1:], stdout, stderr)
+	case "version", "--version", "-v":
+		fmt.Fprintln(stdout, "platform", version)
+		return 0
+	case "help", "--help", "-h":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "platform: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}
+
+// load parses a command's settings, printing help or errors.
+func load(name, synopsis string, args []string, stderr io.Writer) (*config.Config, int, bool) {
+	fs := flag.NewFlagSet("platform "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { config.Usage(stderr, fs, synopsis) }
+	cfg, err := config.Load(fs, args, os.Getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil, 0, false
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "platform %s: %v\n", name, err)
+		return nil, 2, false
+	}
+	return cfg, 0, true
+}
+
+func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: lvl}
+	format := cfg.LogFormat
+	if format == "auto" {
+		format = "json"
+		if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			format = "text"
+		}
+	}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+func serve(args []string, stderr io.Writer) int {
+	cfg, code, ok := load("serve", "platform serve: run a replica of the platform.", args, stderr)
+	if !ok {
+		return code
+	}
+	log := newLogger(cfg, stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv, err := server.New(ctx, cfg, log, version)
+	if err != nil {
+		log.Error("start failed", "err", err)
+		return 1
+	}
+	defer srv.Close()
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		log.Error("listen failed", "addr", cfg.Listen, "err", err)
+		return 1
+	}
+	if err := srv.Serve(ctx, ln); err != nil {
+		log.Error("serve failed", "err", err)
+		return 1
+	}
+	log.Info("stopped cleanly")
+	return 0
+}
+
+func migrate(args []string, stdout, stderr io.Writer) int {
+	cfg, code, ok := load("migrate", "platform migrate: apply pending database migrations and exit.", args, stderr)
+	if !ok {
+		return code
+	}
+	ctx := context.Background()
+	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		fmt.Fprintln(stderr, "platform migrate:", err)
+		return 1
+	}
+	defer st.Close()
+	n, err := st.Migrate(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "platform migrate:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "applied %d migration(s) to the %s database\n", n, st.Dialect())
+	return 0
+}

@@ -1,0 +1,193 @@
+// Package config loads the platform's settings from, in order of
+// precedence, command-line flags, PLATFORM_* environment variables and an
+// optional YAML file, over built-in defaults.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is every setting of `platform serve`.
+type Config struct {
+	Listen               string
+	DatabaseURL          string
+	BootstrapToken       string
+	Migrate              bool
+	PublicURL            string
+	MaxBodyBytes         int64
+	MaxMCPBodyBytes      int64
+	LogFormat            string
+	LogLevel             string
+	ShutdownTimeout      time.Duration
+	AllowPrivateWebhooks bool
+	WebhookMaxResponse   int64
+	CatalogueRefresh     time.Duration
+	StateKeys            string
+	ConfigFile           string
+}
+
+// EnvName is the environment variable for a flag name:
+// "database-url" -> "PLATFORM_DATABASE_URL".
+func EnvName(flagName string) string {
+	return "PLATFORM_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// Flags registers every setting on fs, with its default, and returns the
+// config they fill.
+func Flags(fs *flag.FlagSet) *Config {
+	c := &Config{}
+	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to listen on (host:port)")
+	fs.StringVar(&c.DatabaseURL, "database-url", "sqlite:data/platform.db", "database: sqlite:PATH for the embedded database, or postgres://… for PostgreSQL")
+	fs.StringVar(&c.BootstrapToken, "bootstrap-token", "", "admin bearer token for first start (kept only as a hash in memory; prefer the environment variable to a flag)")
+	fs.BoolVar(&c.Migrate, "migrate", true, "apply pending database migrations at start")
+	fs.StringVar(&c.PublicURL, "public-url", "", "external base URL of this platform, e.g. https://mcp.example.com (default: http://LISTEN)")
+	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", 1<<20, "largest admin API request body, in bytes")
+	fs.Int64Var(&c.MaxMCPBodyBytes, "max-mcp-body-bytes", 4<<20, "largest MCP request body, in bytes")
+	fs.StringVar(&c.LogFormat, "log-format", "auto", "log format: json, text, or auto (text on a terminal, else json)")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to drain in-flight requests on SIGINT/SIGTERM")
+	fs.BoolVar(&c.AllowPrivateWebhooks, "allow-private-webhooks", false, "allow webhook URLs that resolve to loopback, private or link-local addresses (tests and dev only)")
+	fs.Int64Var(&c.WebhookMaxResponse, "webhook-max-response-bytes", 4<<20, "largest webhook answer accepted, in bytes")
+	fs.DurationVar(&c.CatalogueRefresh, "catalogue-refresh", time.Second, "how often each replica checks for catalogue changes made elsewhere")
+	fs.StringVar(&c.StateKeys, "state-keys", "", "comma-separated base64 request-state secrets (≥32 bytes each), minting key first; shared by all replicas (default: a random per-process key)")
+	fs.StringVar(&c.ConfigFile, "config", "", "optional YAML file of settings, keyed by flag name")
+	return c
+}
+
+// Load parses args into a Config: flags win over PLATFORM_* environment
+// variables, which win over the YAML file named by --config (or
+// PLATFORM_CONFIG), which wins over defaults.
+func Load(fs *flag.FlagSet, args []string, getenv func(string) string) (*Config, error) {
+	c := Flags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	onCommandLine := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+	fromEnv := func(name string) (string, bool) {
+		v := getenv(EnvName(name))
+		return v, v != ""
+	}
+	if !onCommandLine["config"] {
+		if v, ok := fromEnv("config"); ok {
+			c.ConfigFile = v
+		}
+	}
+	if c.ConfigFile != "" {
+		values, err := readYAML(c.ConfigFile)
+		if err != nil {
+			return nil, err
+		}
+		names := make([]string, 0, len(values))
+		for k := range values {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			if name == "config" || fs.Lookup(name) == nil {
+				return nil, fmt.Errorf("config file %s: unknown setting %q", c.ConfigFile, name)
+			}
+			if _, env := fromEnv(name); onCommandLine[name] || env {
+				continue
+			}
+			if err := fs.Set(name, values[name]); err != nil {
+				return nil, fmt.Errorf("config file %s: %s: %w", c.ConfigFile, name, err)
+			}
+		}
+	}
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if v, ok := fromEnv(f.Name); ok && !onCommandLine[f.Name] && f.Name != "config" && err == nil {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s: %w", EnvName(f.Name), e)
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, c.validate()
+}
+
+func readYAML(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	defer f.Close()
+	var raw map[string]any
+	if err := yaml.NewDecoder(io.LimitReader(f, 1<<20)).Decode(&raw); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	out := make(map[string]string, len(raw))
+	for k, v := range raw {
+		switch v := v.(type) {
+		case string:
+			out[k] = v
+		case bool:
+			out[k] = strconv.FormatBool(v)
+		case int:
+			out[k] = strconv.Itoa(v)
+		case float64:
+			out[k] = strconv.FormatFloat(v, 'f', -1, 64)
+		case []any:
+			parts := make([]string, len(v))
+			for i, p := range v {
+				parts[i] = fmt.Sprint(p)
+			}
+			out[k] = strings.Join(parts, ",")
+		default:
+			return nil, fmt.Errorf("config file %s: %s: want a scalar or a list, got %T", path, k, v)
+		}
+	}
+	return out, nil
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.MaxBodyBytes < 1024 {
+		errs = append(errs, errors.New("max-body-bytes must be at least 1024"))
+	}
+	if c.MaxMCPBodyBytes < 1024 {
+		errs = append(errs, errors.New("max-mcp-body-bytes must be at least 1024"))
+	}
+	switch c.LogFormat {
+	case "auto", "json", "text":
+	default:
+		errs = append(errs, fmt.Errorf("log-format must be auto, json or text, not %q", c.LogFormat))
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log-level must be debug, info, warn or error, not %q", c.LogLevel))
+	}
+	if c.CatalogueRefresh < 10*time.Millisecond {
+		errs = append(errs, errors.New("catalogue-refresh must be at least 10ms"))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("shutdown-timeout must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Usage writes every setting with its environment variable and default.
+func Usage(w io.Writer, fs *flag.FlagSet, synopsis string) {
+	fmt.Fprintf(w, "%s\n\nSettings (flag, environment variable, default). Precedence: flag > environment > --config YAML file > default.\n\n", synopsis)
+	fs.VisitAll(func(f *flag.Flag) {
+		def := f.DefValue
+		if def == "" {
+			def = `""`
+		}
+		fmt.Fprintf(w, "  --%s  (%s, default %s)\n      %s\n", f.Name, EnvName(f.Name), def, f.Usage)
+	})
+}

@@ -1,0 +1,356 @@
+package mrtr
+
+import (
+	"bytes"
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+)
+
+// Codec seals opaque bytes into a URL-safe token and back. It is the only
+// part of request-state protection that touches key material, so a Vault
+// Transit or KMS implementation can replace the built-in [Ring] without the
+// claims and binding checks in [Sealer] changing.
+//
+// Seal must return a token that names no algorithm and varies on every
+// call, together with the id of the key that minted it. Unseal must return
+// exactly the sealed bytes and the verifying key's id for a token Seal
+// produced, and an error that is or wraps a *[Rejection] for any token it
+// did not mint unmodified. Comparisons of secret values must be constant
+// time. Expiry, bindings, audience and principal are the Sealer's job, not
+// the codec's.
+//
+// Implementations must be safe for concurrent use and must not retain
+// plaintext after Seal returns.
+type Codec interface {
+	Seal(ctx context.Context, plaintext []byte) (token string, keyID string, err error)
+	Unseal(ctx context.Context, token string) (plaintext []byte, keyID string, err error)
+}
+
+// Rejection reasons. They are stable identifiers meant for logs, span
+// attributes and metrics; the wire error a client sees never varies by
+// reason.
+const (
+	ReasonMalformed      = "malformed"       // not a token of ours, or claims that do not decode
+	ReasonUnknownKey     = "unknown_key"     // minted under a key outside the ring
+	ReasonAuthentication = "authentication"  // AEAD tag did not verify
+	ReasonNonString      = "non_string"      // requestState on the wire is not a JSON string
+	ReasonFuture         = "future"          // issued further in the future than the allowed skew
+	ReasonExpired        = "expired"         // past its expiry
+	ReasonLifetime       = "lifetime"        // expiry minus issue time exceeds the policy TTL
+	ReasonTenant         = "tenant"          // minted for another tenant
+	ReasonAudience       = "audience"        // minted for another audience
+	ReasonBinding        = "binding"         // method, target or arguments differ
+	ReasonPrincipalDrift = "principal_drift" // bound when the caller is anonymous, or the reverse
+	ReasonPrincipal      = "principal"       // bound to another principal
+	ReasonRevoked        = "revoked"         // the flow was cancelled
+	ReasonOversize       = "oversize"        // longer than the policy allows
+	ReasonCodecError     = "codec_error"     // the codec failed without rejecting (e.g. KMS unreachable)
+	ReasonInternal       = "internal"        // the verifier is misconfigured; fail closed
+)
+
+// Rejection is the error for request state that must not be honoured. Its
+// message carries only the reason: never the token, the plaintext or the
+// principal, so it is safe to log. Callers branch with errors.As.
+type Rejection struct {
+	Reason string
+	cause  error
+}
+
+func (r *Rejection) Error() string { return "mrtr: request state rejected: " + r.Reason }
+
+// Unwrap returns the underlying failure of a codec_error rejection, such as
+// a context cancellation, so callers can tell an outage from an attack.
+func (r *Rejection) Unwrap() error { return r.cause }
+
+func reject(reason string) *Rejection { return &Rejection{Reason: reason} }
+
+// Token format of the built-in codec.
+//
+//	token = "v1." || base64url-nopad( kid[4] || nonce[12] || AES-256-GCM(plaintext) || tag[16] )
+//	AAD   = "v1." || kid[4]
+//
+// The prefix and the key id are authenticated as associated data, so
+// re-prefixing a token to a future version or transplanting a key id onto
+// another token's body fails the tag. The token never names its algorithm:
+// the version prefix implies it (RFC 8725 §2.1).
+const (
+	tokenPrefix   = "v1."
+	kidLen        = 4
+	nonceLen      = 12
+	tagLen        = 16
+	tokenOverhead = kidLen + nonceLen + tagLen
+	minSecretLen  = 32
+)
+
+// HKDF info labels give every purpose its own key, so the AEAD key is never
+// used as an HMAC key or vice versa. The kid label makes the key id a
+// commitment to the AEAD key that reveals nothing about it.
+const (
+	infoAEAD    = "opsmcp/request-state/v1/aes-256-gcm"
+	infoBinding = "opsmcp/request-state/v1/binding"
+	labelKeyID  = "opsmcp/request-state/v1/kid:"
+)
+
+// Ring is the built-in Codec: AES-256-GCM under keys derived from a ring of
+// secrets. The first secret mints; every secret verifies, which is what
+// three-phase rotation needs (add verify-only, promote, retire).
+//
+// A key id is the first 4 bytes of SHA-256(label || derived AEAD key),
+// written as 8 lowercase hex characters in the API and as the raw 4 bytes
+// in the token. It identifies a key without revealing it and is not secret.
+//
+// A Ring is immutable and safe for concurrent use.
+type Ring struct {
+	minter *ringKey
+	byID   map[[kidLen]byte]*ringKey // token lookup
+	byHex  map[string]*ringKey       // API lookup
+	ids    []string
+}
+
+type ringKey struct {
+	id      [kidLen]byte
+	hexID   string
+	aad     []byte      // "v1." || id
+	aead    cipher.AEAD // built once; sealing does no key setup
+	binding []byte
+	macs    sync.Pool // of *principalHasher keyed with binding
+}
+
+// NewRing builds a ring from secrets; the first one mints. Each secret must
+// be at least 32 bytes of high-entropy material (for example the output of
+// `openssl rand -base64 32`, decoded, or 32 bytes from crypto/rand), and no
+// secret may appear twice. The secrets are copied, so the caller may wipe
+// or reuse its slices.
+func NewRing(secrets ...[]byte) (*Ring, error) {
+	if len(secrets) == 0 {
+		return nil, errors.New("mrtr: request-state key ring is empty: give at least one secret")
+	}
+	r := &Ring{
+		byID:  make(map[[kidLen]byte]*ringKey, len(secrets)),
+		byHex: make(map[string]*ringKey, len(secrets)),
+	}
+	for i, secret := range secrets {
+		if len(secret) < minSecretLen {
+			return nil, fmt.Errorf("mrtr: request-state secret %d is %d bytes, want at least %d: "+
+				"generate one with `openssl rand -base64 32` (and decode it) or 32 bytes from crypto/rand",
+				i, len(secret), minSecretLen)
+		}
+		for j := range i {
+			if bytes.Equal(secrets[j], secret) {
+				return nil, fmt.Errorf("mrtr: request-state secrets %d and %d are identical", j, i)
+			}
+		}
+		k, err := newRingKey(bytes.Clone(secret))
+		if err != nil {
+			return nil, fmt.Errorf("mrtr: request-state secret %d: %w", i, err)
+		}
+		if prev, dup := r.byID[k.id]; dup {
+			return nil, fmt.Errorf("mrtr: request-state secret %d has the same key id %s as an earlier secret", i, prev.hexID)
+		}
+		r.byID[k.id] = k
+		r.byHex[k.hexID] = k
+		r.ids = append(r.ids, k.hexID)
+		if i == 0 {
+			r.minter = k
+		}
+	}
+	return r, nil
+}
+
+func newRingKey(secret []byte) (*ringKey, error) {
+	aeadKey, err := hkdf.Key(sha256.New, secret, nil, infoAEAD, 32)
+	if err != nil {
+		return nil, fmt.Errorf("deriving AEAD key: %w", err)
+	}
+	bindingKey, err := hkdf.Key(sha256.New, secret, nil, infoBinding, 32)
+	if err != nil {
+		return nil, fmt.Errorf("deriving binding key: %w", err)
+	}
+	block, err := aes.NewCipher(aeadKey)
+	if err != nil {
+		return nil, fmt.Errorf("AES key setup: %w", err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, fmt.Errorf("GCM setup: %w", err)
+	}
+	h := sha256.New()
+	h.Write([]byte(labelKeyID))
+	h.Write(aeadKey)
+	k := &ringKey{aead: aead, binding: bindingKey}
+	copy(k.id[:], h.Sum(nil))
+	k.hexID = hex.EncodeToString(k.id[:])
+	k.aad = append([]byte(tokenPrefix), k.id[:]...)
+	k.macs.New = func() any { return newPrincipalHasher(bindingKey) }
+	return k, nil
+}
+
+// Ephemeral returns a ring with one fresh random secret. It suits a single
+// process (the default when nothing is configured): its tokens cannot be
+// opened by any other process, so a retry that reaches another replica is
+// refused rather than trusted.
+func Ephemeral() *Ring {
+	secret := make([]byte, minSecretLen)
+	rand.Read(secret) // never fails: crypto/rand aborts the process instead
+	r, err := NewRing(secret)
+	if err != nil {
+		panic("mrtr: ephemeral ring: " + err.Error()) // unreachable: the secret is well-formed
+	}
+	return r
+}
+
+// KeyIDs returns the ids of the ring's keys, minter first.
+func (r *Ring) KeyIDs() []string { return append([]string(nil), r.ids...) }
+
+// MinterID returns the id of the key that Seal uses.
+func (r *Ring) MinterID() string { return r.minter.hexID }
+
+// BindingKey returns the HMAC key for request bindings that belongs to the
+// ring key keyID, derived from the same secret as its AEAD key under a
+// separate label. The returned slice is shared: do not modify it.
+func (r *Ring) BindingKey(keyID string) ([]byte, bool) {
+	k, ok := r.byHex[keyID]
+	if !ok {
+		return nil, false
+	}
+	return k.binding, true
+}
+
+// principalMAC computes the principal MAC under keyID's binding key with a
+// pooled, pre-keyed HMAC: the Sealer's fast path for the built-in codec.
+func (r *Ring) principalMAC(keyID string, salt [principalSaltLen]byte, principal string) ([principalMACLen]byte, bool) {
+	k, ok := r.byHex[keyID]
+	if !ok {
+		return [principalMACLen]byte{}, false
+	}
+	h := k.macs.Get().(*principalHasher)
+	mac := h.sum(salt, principal)
+	k.macs.Put(h)
+	return mac, true
+}
+
+// Seal encrypts plaintext under the minting key with a fresh random nonce.
+func (r *Ring) Seal(_ context.Context, plaintext []byte) (string, string, error) {
+	k := r.minter
+	buf := getBuffer(tokenOverhead + len(plaintext))
+	raw := append((*buf)[:0], k.id[:]...)
+	raw = raw[:kidLen+nonceLen]
+	rand.Read(raw[kidLen:]) // never fails
+	raw = k.aead.Seal(raw, raw[kidLen:kidLen+nonceLen], plaintext, k.aad)
+	token := encodeToken(raw)
+	*buf = raw
+	putBuffer(buf)
+	return token, k.hexID, nil
+}
+
+// encodeToken writes the prefix and the base64url body into a single
+// allocation, the returned string.
+func encodeToken(raw []byte) string {
+	enc := base64.RawURLEncoding
+	var b strings.Builder
+	b.Grow(len(tokenPrefix) + enc.EncodedLen(len(raw)))
+	b.WriteString(tokenPrefix)
+	// Encode in 3-byte-aligned chunks through a stack buffer so the body
+	// is not materialized twice.
+	var chunk [256]byte
+	const step = len(chunk) / 4 * 3
+	for len(raw) > 0 {
+		n := min(step, len(raw))
+		m := enc.EncodedLen(n)
+		enc.Encode(chunk[:m], raw[:n])
+		b.Write(chunk[:m])
+		raw = raw[n:]
+	}
+	return b.String()
+}
+
+// Unseal verifies and decrypts a token minted by any key in the ring. The
+// key is chosen by its id in one map lookup, never by trying each key. The
+// returned plaintext is freshly allocated and owned by the caller.
+func (r *Ring) Unseal(_ context.Context, token string) ([]byte, string, error) {
+	body, ok := strings.CutPrefix(token, tokenPrefix)
+	if !ok {
+		return nil, "", reject(ReasonMalformed)
+	}
+	raw, ok := decodeStrict(body, tokenOverhead)
+	if !ok {
+		return nil, "", reject(ReasonMalformed)
+	}
+	k, ok := r.byID[[kidLen]byte(raw[:kidLen])]
+	if !ok {
+		return nil, "", reject(ReasonUnknownKey)
+	}
+	nonce, sealed := raw[kidLen:kidLen+nonceLen], raw[kidLen+nonceLen:]
+	// Decrypt in place: the decoded buffer is ours and becomes the result.
+	plaintext, err := k.aead.Open(sealed[:0], nonce, sealed, k.aad)
+	if err != nil {
+		return nil, "", reject(ReasonAuthentication)
+	}
+	return plaintext, k.hexID, nil
+}
+
+// decodeStrict decodes unpadded base64url and accepts only the canonical
+// spelling: the decoded bytes must re-encode to exactly s. Go's decoder
+// skips '\r' and '\n' and, without Strict, tolerates non-zero trailing bits;
+// both would give one token many spellings, so both are refused, as are
+// padding and any byte outside the alphabet. It also refuses bodies that
+// would decode to fewer than minLen bytes.
+func decodeStrict(s string, minLen int) ([]byte, bool) {
+	enc := base64.RawURLEncoding.Strict()
+	want := enc.DecodedLen(len(s))
+	if want < minLen || len(s)%4 == 1 {
+		return nil, false
+	}
+	buf := make([]byte, want)
+	// Decode through a stack buffer in whole 4-character quanta rather
+	// than converting the token to []byte, which would copy it to the heap.
+	var chunk [1024]byte
+	out := buf
+	for len(s) > 0 {
+		n := copy(chunk[:], s)
+		m, err := enc.Decode(out, chunk[:n])
+		if err != nil || m != enc.DecodedLen(n) { // short: skipped newlines
+			return nil, false
+		}
+		s, out = s[n:], out[m:]
+	}
+	return buf, true
+}
+
+// Sealing buffers are pooled: they hold the encoded claims and the raw
+// token only until the token string is built.
+var bufferPool sync.Pool // of *[]byte
+
+const maxPooledBuffer = 64 << 10
+
+func getBuffer(n int) *[]byte {
+	if b, ok := bufferPool.Get().(*[]byte); ok {
+		if cap(*b) >= n {
+			return b
+		}
+		bufferPool.Put(b)
+	}
+	b := make([]byte, 0, max(n, 1024))
+	return &b
+}
+
+// putBuffer wipes the used part of b (*b must span everything written),
+// which may have held plaintext, and recycles it.
+func putBuffer(b *[]byte) {
+	if cap(*b) > maxPooledBuffer {
+		return
+	}
+	clear(*b)
+	*b = (*b)[:0]
+	bufferPool.Put(b)
+}

@@ -1,0 +1,120 @@
+// Package mrtr implements multi round-trip requests (MCP 2026-07-28):
+// the wire types of InputRequiredResult and its responses, sealed request
+// state bound to its request, declared inputs resolved across rounds, and
+// the client-side retry driver.
+//
+// It depends on nothing platform-specific, so it could be published alone.
+package mrtr
+
+import "encoding/json"
+
+// Result types carried in every 2026-07-28 result's resultType.
+const (
+	ResultTypeComplete      = "complete"
+	ResultTypeInputRequired = "input_required"
+)
+
+// Methods an input request may carry.
+const (
+	MethodElicit        = "elicitation/create"
+	MethodCreateMessage = "sampling/createMessage"
+	MethodListRoots     = "roots/list"
+)
+
+// Carrier methods: the only requests that may answer with an
+// InputRequiredResult and the only ones whose requestState is verified.
+const (
+	MethodToolsCall     = "tools/call"
+	MethodPromptsGet    = "prompts/get"
+	MethodResourcesRead = "resources/read"
+)
+
+// IsCarrier reports whether method may return an InputRequiredResult.
+func IsCarrier(method string) bool {
+	switch method {
+	case MethodToolsCall, MethodPromptsGet, MethodResourcesRead:
+		return true
+	}
+	return false
+}
+
+// InputRequest is one embedded server-to-client request: just its method
+// and params, with no JSON-RPC id.
+type InputRequest struct {
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params,omitempty"`
+}
+
+// InputRequiredResult asks the client for input before the request can
+// complete. At least one of InputRequests and RequestState is set.
+type InputRequiredResult struct {
+	ResultType    string                  `json:"resultType"`
+	InputRequests map[string]InputRequest `json:"inputRequests,omitempty"`
+	RequestState  string                  `json:"requestState,omitempty"`
+	Meta          map[string]any          `json:"_meta,omitempty"`
+}
+
+// ElicitResult is the client's answer to elicitation/create.
+type ElicitResult struct {
+	Action  string         `json:"action"` // accept, decline or cancel
+	Content map[string]any `json:"content,omitempty"`
+}
+
+// Elicitation actions.
+const (
+	ActionAccept  = "accept"
+	ActionDecline = "decline"
+	ActionCancel  = "cancel"
+)
+
+// ClientCapabilities is the subset of the client's per-request
+// capabilities that decides what may be asked.
+type ClientCapabilities struct {
+	Elicitation *ElicitationCapability `json:"elicitation,omitempty"`
+	Sampling    *SamplingCapability    `json:"sampling,omitempty"`
+	Roots       *RootsCapability       `json:"roots,omitempty"`
+}
+
+// ElicitationCapability declares form and URL elicitation. A bare
+// elicitation object ({}) means form mode only.
+type ElicitationCapability struct {
+	Form *struct{} `json:"form,omitempty"`
+	URL  *struct{} `json:"url,omitempty"`
+}
+
+// SamplingCapability declares sampling and its optional sub-capabilities.
+type SamplingCapability struct {
+	Context *struct{} `json:"context,omitempty"`
+	Tools   *struct{} `json:"tools,omitempty"`
+}
+
+// RootsCapability declares roots support.
+type RootsCapability struct {
+	ListChanged bool `json:"listChanged,omitempty"`
+}
+
+// CanElicitForm reports whether form elicitation may be asked.
+func (c ClientCapabilities) CanElicitForm() bool {
+	if c.Elicitation == nil {
+		return false
+	}
+	// {} means form; an explicit url-only declaration does not.
+	return c.Elicitation.Form != nil || c.Elicitation.URL == nil
+}
+
+// CanElicitURL reports whether URL elicitation may be asked.
+func (c ClientCapabilities) CanElicitURL() bool {
+	return c.Elicitation != nil && c.Elicitation.URL != nil
+}
+
+// CanSample reports whether sampling may be asked; withTools asks for the
+// tools sub-capability too.
+func (c ClientCapabilities) CanSample(withTools bool) bool {
+	if c.Sampling == nil {
+		return false
+	}
+	return !withTools || c.Sampling.Tools != nil
+}
+
+// CanListRoots reports whether roots/list may be asked.
+func (c ClientCapabilities) CanListRoots() bool { return c.Roots != nil }

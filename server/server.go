@@ -1,0 +1,179 @@
+// Package server assembles the platform: storage, the admin API, every
+// tenant's MCP endpoint and the health probes, behind one http.Handler.
+// The binary and the tests start it the same way.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/opsmcp/platform/api"
+	"github.com/opsmcp/platform/config"
+	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/tenants"
+)
+
+// Server is one platform replica.
+type Server struct {
+	cfg      *config.Config
+	log      *slog.Logger
+	store    *store.Store
+	registry *tenants.Registry
+	handler  http.Handler
+}
+
+func init() { gin.SetMode(gin.ReleaseMode) }
+
+// New opens the database, migrates it when configured to, and builds the
+// handler. Close releases what it opened.
+func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version string) (*Server, error) {
+	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Migrate {
+		n, err := st.Migrate(ctx)
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+		if n > 0 {
+			log.Info("migrations applied", "count", n, "dialect", st.Dialect())
+		}
+	}
+	if cfg.PublicURL == "" {
+		cfg.PublicURL = "http://" + cfg.Listen
+	}
+	reg, err := tenants.NewRegistry(ctx, tenants.Options{
+		Store:                st,
+		Logger:               log,
+		PublicURL:            cfg.PublicURL,
+		MaxBodyBytes:         cfg.MaxMCPBodyBytes,
+		AllowPrivateWebhooks: cfg.AllowPrivateWebhooks,
+		WebhookMaxResponse:   cfg.WebhookMaxResponse,
+		Refresh:              cfg.CatalogueRefresh,
+		StateKeys:            cfg.StateKeys,
+		Version:              version,
+	})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: log, store: st, registry: reg}
+	if cfg.BootstrapToken == "" {
+		log.Warn("no admin credential configured: the admin API refuses every request (set PLATFORM_BOOTSTRAP_TOKEN)")
+	}
+
+	r := gin.New()
+	r.Use(recoverer(log))
+	r.HandleMethodNotAllowed = true
+	api.Register(r, api.Options{
+		Store:        st,
+		Auth:         api.NewBootstrapToken(cfg.BootstrapToken),
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		PublicURL:    cfg.PublicURL,
+		Logger:       log,
+		Changed:      reg.Invalidate,
+	})
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	r.GET("/readyz", s.ready)
+	mcp := gin.WrapH(reg)
+	r.Any("/t/:slug/mcp", mcp)
+	r.NoRoute(func(c *gin.Context) {
+		c.JSON(http.StatusNotFound, gin.H{"type": "urn:opsmcp:problem:not-found", "title": "Not found", "status": 404, "detail": "no route for " + c.Request.URL.Path})
+	})
+	r.NoMethod(func(c *gin.Context) {
+		c.JSON(http.StatusMethodNotAllowed, gin.H{"type": "urn:opsmcp:problem:method-not-allowed", "title": "Method not allowed", "status": 405})
+	})
+	s.handler = r
+	return s, nil
+}
+
+// recoverer turns a panic into a generic 500 and a log line, never a
+// stack trace on the wire.
+func recoverer(log *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				log.Error("panic serving request", "path", c.Request.URL.Path, "panic", fmt.Sprint(v))
+				c.AbortWithStatusJSON(http.StatusInternalServerError, gin.H{"type": "urn:opsmcp:problem:internal", "title": "Internal error", "status": 500})
+			}
+		}()
+		c.Next()
+	}
+}
+
+// ready reports whether this replica can serve: the database answers and
+// every migration is applied.
+func (s *Server) ready(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+	defer cancel()
+	checks := gin.H{}
+	ok := true
+	if err := s.store.Ping(ctx); err != nil {
+		checks["database"], ok = "unreachable", false
+	} else {
+		checks["database"] = "ok"
+	}
+	if n, err := s.store.Pending(ctx); err != nil || n > 0 {
+		checks["migrations"], ok = fmt.Sprintf("%d pending", n), false
+	} else {
+		checks["migrations"] = "ok"
+	}
+	status := http.StatusOK
+	if !ok {
+		status = http.StatusServiceUnavailable
+	}
+	c.JSON(status, gin.H{"ready": ok, "checks": checks})
+}
+
+// Handler is the whole platform as one handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Store exposes the database, for commands and tests.
+func (s *Server) Store() *store.Store { return s.store }
+
+// Close stops background work and closes the database.
+func (s *Server) Close() error {
+	s.registry.Close()
+	return s.store.Close()
+}
+
+// Serve answers on ln until ctx is done, then stops accepting, drains
+// in-flight requests for up to the shutdown timeout, and returns.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	s.log.Info("serving", "addr", ln.Addr().String(), "public_url", strings.TrimSuffix(s.cfg.PublicURL, "/"))
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.log.Info("shutting down: draining in-flight requests", "timeout", s.cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	s.registry.Close() // ends long-lived subscription streams so they drain
+	err := hs.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("shutdown: requests still running after %s", s.cfg.ShutdownTimeout)
+	}
+	return err
+}

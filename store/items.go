@@ -1,0 +1,166 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// withTenant runs fn in a transaction with the tenant row loaded, and
+// bumps the tenant's catalogue version when bump is set and fn succeeds,
+// so every replica's cache sees the change.
+func (s *Store) withTenant(ctx context.Context, slug string, bump bool, fn func(tx *gorm.DB, t *Tenant) error) error {
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var t Tenant
+		if err := tx.Where("slug = ?", slug).Take(&t).Error; err != nil {
+			return notFound(err, fmt.Sprintf("tenant %q", slug))
+		}
+		if err := fn(tx, &t); err != nil {
+			return err
+		}
+		if !bump {
+			return nil
+		}
+		err := tx.Model(&Tenant{}).Where("id = ?", t.ID).
+			Update("catalogue_version", gorm.Expr("catalogue_version + 1")).Error
+		if err != nil {
+			return fmt.Errorf("bump catalogue version of %q: %w", slug, err)
+		}
+		return nil
+	})
+}
+
+// CreateItem adds a catalogue item to the tenant.
+func (s *Store) CreateItem(ctx context.Context, slug string, it *Item) error {
+	now := time.Now().UTC()
+	it.ID, it.Version, it.CreatedAt, it.UpdatedAt = newID("ci"), 1, now, now
+	return s.withTenant(ctx, slug, true, func(tx *gorm.DB, t *Tenant) error {
+		it.TenantID = t.ID
+		if err := tx.Create(it).Error; err != nil {
+			return conflict(err, fmt.Sprintf("%s %q", it.Kind, it.Name))
+		}
+		return nil
+	})
+}
+
+// GetItem returns one catalogue item by kind and name.
+func (s *Store) GetItem(ctx context.Context, slug, kind, name string) (*Item, error) {
+	t, err := s.GetTenant(ctx, slug)
+	if err != nil {
+		return nil, err
+	}
+	var it Item
+	err = s.db.WithContext(ctx).Where("tenant_id = ? AND kind = ? AND name = ?", t.ID, kind, name).Take(&it).Error
+	if err != nil {
+		return nil, notFound(err, fmt.Sprintf("%s %q", kind, name))
+	}
+	return &it, nil
+}
+
+// ListItems returns up to limit items of one kind ordered by name, after
+// the given name (exclusive).
+func (s *Store) ListItems(ctx context.Context, slug, kind, after string, limit int) ([]Item, error) {
+	t, err := s.GetTenant(ctx, slug)
+	if err != nil {
+		return nil, err
+	}
+	var out []Item
+	err = s.db.WithContext(ctx).Where("tenant_id = ? AND kind = ? AND name > ?", t.ID, kind, after).
+		Order("name").Limit(limit).Find(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("list %s items: %w", kind, err)
+	}
+	return out, nil
+}
+
+// UpdateItem applies mutate to an item and saves it if its version still
+// equals ifVersion (0 skips the check).
+func (s *Store) UpdateItem(ctx context.Context, slug, kind, name string, ifVersion int64, mutate func(*Item) error) (*Item, error) {
+	var it Item
+	err := s.withTenant(ctx, slug, true, func(tx *gorm.DB, t *Tenant) error {
+		err := tx.Where("tenant_id = ? AND kind = ? AND name = ?", t.ID, kind, name).Take(&it).Error
+		if err != nil {
+			return notFound(err, fmt.Sprintf("%s %q", kind, name))
+		}
+		if ifVersion != 0 && it.Version != ifVersion {
+			return fmt.Errorf("%s %q is at version %d: %w", kind, name, it.Version, ErrVersionMismatch)
+		}
+		if err := mutate(&it); err != nil {
+			return err
+		}
+		if it.Name != name {
+			return fmt.Errorf("renaming is not supported: %w", ErrConflict)
+		}
+		old := it.Version
+		it.Version++
+		it.UpdatedAt = time.Now().UTC()
+		res := tx.Model(&Item{}).Where("id = ? AND version = ?", it.ID, old).Updates(map[string]any{
+			"uri":            it.URI,
+			"spec":           it.Spec,
+			"webhook_secret": it.WebhookSecret,
+			"version":        it.Version,
+			"updated_at":     it.UpdatedAt,
+		})
+		if res.Error != nil {
+			return conflict(res.Error, fmt.Sprintf("%s %q", kind, name))
+		}
+		if res.RowsAffected != 1 {
+			return fmt.Errorf("%s %q changed concurrently: %w", kind, name, ErrVersionMismatch)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &it, nil
+}
+
+// DeleteItem removes an item.
+func (s *Store) DeleteItem(ctx context.Context, slug, kind, name string, ifVersion int64) error {
+	return s.withTenant(ctx, slug, true, func(tx *gorm.DB, t *Tenant) error {
+		var it Item
+		err := tx.Where("tenant_id = ? AND kind = ? AND name = ?", t.ID, kind, name).Take(&it).Error
+		if err != nil {
+			return notFound(err, fmt.Sprintf("%s %q", kind, name))
+		}
+		if ifVersion != 0 && it.Version != ifVersion {
+			return fmt.Errorf("%s %q is at version %d: %w", kind, name, it.Version, ErrVersionMismatch)
+		}
+		return tx.Where("id = ?", it.ID).Delete(&Item{}).Error
+	})
+}
+
+// Catalogue is a consistent read of a tenant and all of its items.
+type Catalogue struct {
+	Tenant Tenant
+	Items  []Item
+}
+
+// LoadCatalogue reads a tenant and its whole catalogue. The read is
+// optimistic rather than a transaction (which would take SQLite's write
+// lock): it is retried until the tenant's catalogue version is the same
+// before and after, so the items match the version reported.
+func (s *Store) LoadCatalogue(ctx context.Context, slug string) (*Catalogue, error) {
+	for attempt := 0; ; attempt++ {
+		t, err := s.GetTenant(ctx, slug)
+		if err != nil {
+			return nil, err
+		}
+		c := &Catalogue{Tenant: *t}
+		err = s.db.WithContext(ctx).Where("tenant_id = ?", t.ID).Order("kind, name").Find(&c.Items).Error
+		if err != nil {
+			return nil, fmt.Errorf("load catalogue of %q: %w", slug, err)
+		}
+		after, err := s.GetTenant(ctx, slug)
+		if err != nil {
+			return nil, err
+		}
+		if after.CatalogueVersion == t.CatalogueVersion || attempt == 4 {
+			// After a few tries under constant churn, serve what was read:
+			// the next poll sees the newer version and reloads.
+			return c, nil
+		}
+	}
+}

@@ -1,0 +1,197 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Tenant is one SaaS tenant. Settings is the tenant's policy as JSON,
+// owned by the packages that read it.
+type Tenant struct {
+	ID               string `gorm:"primaryKey"`
+	Slug             string
+	DisplayName      string
+	Disabled         bool
+	Settings         string
+	Version          int64
+	CatalogueVersion int64
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+}
+
+// TableName is the tenants table.
+func (Tenant) TableName() string { return "tenants" }
+
+// Item is one catalogue entry of a tenant.
+type Item struct {
+	ID            string `gorm:"primaryKey"`
+	TenantID      string
+	Kind          string
+	Name          string
+	URI           *string
+	Spec          string
+	WebhookSecret *string
+	Version       int64
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+// TableName is the catalogue_items table.
+func (Item) TableName() string { return "catalogue_items" }
+
+type retiredSlug struct {
+	Slug      string `gorm:"primaryKey"`
+	RetiredAt time.Time
+}
+
+func (retiredSlug) TableName() string { return "retired_slugs" }
+
+// notFound maps GORM's not-found to ErrNotFound with context.
+func notFound(err error, what string) error {
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// conflict maps a unique violation to ErrConflict.
+func conflict(err error, what string) error {
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return fmt.Errorf("%s: %w", what, ErrConflict)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// CreateTenant inserts t, assigning its id and versions. A slug that
+// belonged to a deleted tenant is refused unless reuseRetired is set, so
+// no new tenant silently inherits an old one's clients.
+func (s *Store) CreateTenant(ctx context.Context, t *Tenant, reuseRetired bool) error {
+	now := time.Now().UTC()
+	t.ID, t.Version, t.CatalogueVersion = newID("tn"), 1, 1
+	t.CreatedAt, t.UpdatedAt = now, now
+	if t.Settings == "" {
+		t.Settings = "{}"
+	}
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var n int64
+		if err := tx.Model(&retiredSlug{}).Where("slug = ?", t.Slug).Count(&n).Error; err != nil {
+			return fmt.Errorf("check retired slugs: %w", err)
+		}
+		if n > 0 {
+			if !reuseRetired {
+				return fmt.Errorf("tenant %q: %w", t.Slug, ErrSlugRetired)
+			}
+			if err := tx.Where("slug = ?", t.Slug).Delete(&retiredSlug{}).Error; err != nil {
+				return fmt.Errorf("release retired slug: %w", err)
+			}
+		}
+		if err := tx.Create(t).Error; err != nil {
+			return conflict(err, fmt.Sprintf("tenant %q", t.Slug))
+		}
+		return nil
+	})
+}
+
+// GetTenant returns the tenant with the given slug.
+func (s *Store) GetTenant(ctx context.Context, slug string) (*Tenant, error) {
+	var t Tenant
+	if err := s.db.WithContext(ctx).Where("slug = ?", slug).Take(&t).Error; err != nil {
+		return nil, notFound(err, fmt.Sprintf("tenant %q", slug))
+	}
+	return &t, nil
+}
+
+// ListTenants returns up to limit tenants ordered by slug, after the
+// given slug (exclusive) for cursor pagination.
+func (s *Store) ListTenants(ctx context.Context, after string, limit int) ([]Tenant, error) {
+	var out []Tenant
+	err := s.db.WithContext(ctx).Where("slug > ?", after).Order("slug").Limit(limit).Find(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("list tenants: %w", err)
+	}
+	return out, nil
+}
+
+// UpdateTenant applies mutate to the tenant and saves it if its version
+// still equals ifVersion (0 skips the check). The version is bumped.
+func (s *Store) UpdateTenant(ctx context.Context, slug string, ifVersion int64, mutate func(*Tenant) error) (*Tenant, error) {
+	var t Tenant
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Where("slug = ?", slug).Take(&t).Error; err != nil {
+			return notFound(err, fmt.Sprintf("tenant %q", slug))
+		}
+		if ifVersion != 0 && t.Version != ifVersion {
+			return fmt.Errorf("tenant %q is at version %d: %w", slug, t.Version, ErrVersionMismatch)
+		}
+		if err := mutate(&t); err != nil {
+			return err
+		}
+		old := t.Version
+		t.Version++
+		t.UpdatedAt = time.Now().UTC()
+		res := tx.Model(&Tenant{}).Where("id = ? AND version = ?", t.ID, old).Updates(map[string]any{
+			"display_name": t.DisplayName,
+			"disabled":     t.Disabled,
+			"settings":     t.Settings,
+			"version":      t.Version,
+			// Settings shape what the endpoint serves, so readers of the
+			// catalogue version must see a change here too.
+			"catalogue_version": gorm.Expr("catalogue_version + 1"),
+			"updated_at":        t.UpdatedAt,
+		})
+		if res.Error != nil {
+			return fmt.Errorf("update tenant %q: %w", slug, res.Error)
+		}
+		if res.RowsAffected != 1 {
+			return fmt.Errorf("tenant %q changed concurrently: %w", slug, ErrVersionMismatch)
+		}
+		t.CatalogueVersion++
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// DeleteTenant removes a tenant and its catalogue and retires its slug.
+func (s *Store) DeleteTenant(ctx context.Context, slug string, ifVersion int64) error {
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var t Tenant
+		if err := tx.Where("slug = ?", slug).Take(&t).Error; err != nil {
+			return notFound(err, fmt.Sprintf("tenant %q", slug))
+		}
+		if ifVersion != 0 && t.Version != ifVersion {
+			return fmt.Errorf("tenant %q is at version %d: %w", slug, t.Version, ErrVersionMismatch)
+		}
+		if err := tx.Where("tenant_id = ?", t.ID).Delete(&Item{}).Error; err != nil {
+			return fmt.Errorf("delete catalogue of %q: %w", slug, err)
+		}
+		if err := tx.Where("id = ?", t.ID).Delete(&Tenant{}).Error; err != nil {
+			return fmt.Errorf("delete tenant %q: %w", slug, err)
+		}
+		return tx.Create(&retiredSlug{Slug: slug, RetiredAt: time.Now().UTC()}).Error
+	})
+}
+
+// TenantVersion is the cheap per-tenant change marker replicas poll to
+// invalidate cached catalogues.
+type TenantVersion struct {
+	ID               string
+	Slug             string
+	CatalogueVersion int64
+}
+
+// TenantVersions lists every tenant's catalogue version in one query.
+func (s *Store) TenantVersions(ctx context.Context) ([]TenantVersion, error) {
+	var out []TenantVersion
+	err := s.db.WithContext(ctx).Model(&Tenant{}).Select("id, slug, catalogue_version").Find(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("read tenant versions: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,354 @@
+package tenants
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/opsmcp/platform/mrtr"
+)
+
+// params holds every field any method of ours reads from params. Unknown
+// fields are ignored, as the protocol asks.
+type params struct {
+	Meta           map[string]json.RawMessage `json:"_meta"`
+	Name           json.RawMessage            `json:"name"`
+	URI            json.RawMessage            `json:"uri"`
+	Arguments      json.RawMessage            `json:"arguments"`
+	Cursor         json.RawMessage            `json:"cursor"`
+	InputResponses json.RawMessage            `json:"inputResponses"`
+	RequestState   json.RawMessage            `json:"requestState"`
+	Ref            json.RawMessage            `json:"ref"`
+	Argument       json.RawMessage            `json:"argument"`
+	Context        json.RawMessage            `json:"context"`
+	Notifications  json.RawMessage            `json:"notifications"`
+}
+
+// call is one inbound request as it travels through the handler.
+type call struct {
+	w      http.ResponseWriter
+	r      *http.Request
+	snap   *snapshot
+	id     json.RawMessage
+	method string
+	p      params
+	caps   mrtr.ClientCapabilities
+	// rawCaps is the client's capabilities exactly as sent.
+	rawCaps json.RawMessage
+	// progressToken and logLevel decide whether the answer streams.
+	progressToken json.RawMessage
+	logLevel      string
+	name          string // params.name, decoded
+	uri           string // params.uri, decoded
+}
+
+// removed are methods of earlier revisions that 2026-07-28 dropped; they
+// get the same 404 as unknown methods, so clients probing for a legacy
+// server get an unambiguous modern answer.
+var removed = map[string]bool{
+	"initialize": true, "notifications/initialized": true, "ping": true, "logging/setLevel": true,
+	"resources/subscribe": true, "resources/unsubscribe": true,
+}
+
+// ServeHTTP serves POST /t/{slug}/mcp.
+func (reg *Registry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	slug, ok := slugOf(r.URL.Path)
+	if !ok {
+		writeError(w, nil, newError(http.StatusNotFound, codeInvalidRequest, "Not an MCP endpoint", nil))
+		return
+	}
+	if r.Method != http.MethodPost {
+		// The stateless revision has no GET stream and no session to
+		// DELETE.
+		w.Header().Set("Allow", "POST")
+		writeError(w, nil, newError(http.StatusMethodNotAllowed, codeInvalidRequest, "Method not allowed: this endpoint accepts POST only", nil))
+		return
+	}
+	snap, err := reg.lookup(r.Context(), slug)
+	if err != nil {
+		reg.log.Error("tenant lookup failed", "tenant", slug, "err", err)
+		writeError(w, nil, newError(http.StatusServiceUnavailable, codeInternal, "Tenant catalogue unavailable", nil))
+		return
+	}
+	if snap == nil || snap.disabled {
+		writeError(w, nil, newError(http.StatusNotFound, codeInvalidRequest, "Unknown MCP endpoint", nil))
+		return
+	}
+	if !reg.originAllowed(r, snap) {
+		writeError(w, nil, newError(http.StatusForbidden, codeInvalidRequest, "Origin not allowed", nil))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, reg.opts.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, nil, newError(http.StatusRequestEntityTooLarge, codeInvalidRequest,
+				fmt.Sprintf("Request body exceeds %d bytes", reg.opts.MaxBodyBytes), nil))
+			return
+		}
+		return // the client went away
+	}
+	c := &call{w: w, r: r, snap: snap}
+	if e := c.parse(body); e != nil {
+		writeError(w, c.id, e)
+		return
+	}
+	if c.id == nil {
+		// A notification: nothing in this revision needs an answer.
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if e := c.checkEnvelope(); e != nil {
+		writeError(w, c.id, e)
+		return
+	}
+	reg.dispatch(c)
+}
+
+// slugOf extracts {slug} from /t/{slug}/mcp.
+func slugOf(path string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, "/t/")
+	if !ok {
+		return "", false
+	}
+	slug, ok := strings.CutSuffix(rest, "/mcp")
+	if !ok || slug == "" || strings.Contains(slug, "/") {
+		return "", false
+	}
+	return slug, true
+}
+
+// originAllowed guards against DNS rebinding: a browser request (one with
+// an Origin header) must come from the platform's own origin or one the
+// tenant allows.
+func (reg *Registry) originAllowed(r *http.Request, s *snapshot) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	if s.origins[strings.TrimSuffix(origin, "/")] {
+		return true
+	}
+	if pu, err := url.Parse(reg.opts.PublicURL); err == nil && pu.Scheme+"://"+pu.Host == origin {
+		return true
+	}
+	return false
+}
+
+// parse decodes the JSON-RPC envelope and the params.
+func (c *call) parse(body []byte) *rpcError {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		return newError(http.StatusBadRequest, codeInvalidRequest, "Empty request body", nil)
+	}
+	if trimmed[0] == '[' {
+		return newError(http.StatusBadRequest, codeInvalidRequest, "Batches are not supported: send one JSON-RPC message per POST", nil)
+	}
+	var req request
+	if err := json.Unmarshal(trimmed, &req); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return newError(http.StatusBadRequest, codeInvalidRequest, fmt.Sprintf("Invalid request: %s has the wrong type", fieldName(te)), nil)
+		}
+		return newError(http.StatusBadRequest, codeParseError, "Parse error: the body is not valid JSON", nil)
+	}
+	if req.ID != nil {
+		switch req.ID[0] {
+		case '"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+			c.id = req.ID
+		case 'n':
+			return newError(http.StatusBadRequest, codeInvalidRequest, "Invalid request: id must be a string or a number, not null", nil)
+		default:
+			return newError(http.StatusBadRequest, codeInvalidRequest, "Invalid request: id must be a string or a number", nil)
+		}
+	}
+	if req.JSONRPC != "2.0" {
+		return newError(http.StatusBadRequest, codeInvalidRequest, `Invalid request: jsonrpc must be "2.0"`, nil)
+	}
+	if req.Result != nil || req.Error != nil {
+		return newError(http.StatusBadRequest, codeInvalidRequest, "Invalid request: a client never sends responses in this revision", nil)
+	}
+	if req.Method == "" {
+		return newError(http.StatusBadRequest, codeInvalidRequest, "Invalid request: method is required", nil)
+	}
+	c.method = req.Method
+	if len(req.Params) > 0 && string(req.Params) != "null" {
+		if req.Params[0] != '{' {
+			return errInvalidParams("Invalid params: params must be an object")
+		}
+		if err := json.Unmarshal(req.Params, &c.p); err != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) {
+				return errInvalidParams(fmt.Sprintf("Invalid params: %s has the wrong type", fieldName(te)))
+			}
+			return errInvalidParams("Invalid params")
+		}
+	}
+	return nil
+}
+
+func fieldName(te *json.UnmarshalTypeError) string {
+	if te.Field == "" {
+		return "a value"
+	}
+	return te.Field
+}
+
+// checkEnvelope applies the per-request rules of 2026-07-28 in order:
+// headers agree with the body (-32020), required _meta is present
+// (-32602), the version is supported (-32022).
+func (c *call) checkEnvelope() *rpcError {
+	h := c.r.Header
+	var bodyVersion string
+	if raw, ok := c.p.Meta[metaProtocolVersion]; ok {
+		if json.Unmarshal(raw, &bodyVersion) != nil {
+			return errInvalidParams("Invalid params: _meta." + metaProtocolVersion + " must be a string")
+		}
+	}
+	headerVersion := h.Get("MCP-Protocol-Version")
+	if bodyVersion != "" && headerVersion != bodyVersion {
+		return headerMismatch("MCP-Protocol-Version", headerVersion == "")
+	}
+	if m := h.Get("Mcp-Method"); m != c.method {
+		return headerMismatch("Mcp-Method", m == "")
+	}
+	if err := c.decodeTarget(); err != nil {
+		return err
+	}
+	if bodyVersion == "" {
+		return errInvalidParams("Invalid params: _meta." + metaProtocolVersion + " is required")
+	}
+	if bodyVersion != ProtocolVersion {
+		return newError(http.StatusBadRequest, codeUnsupportedVer, "Unsupported protocol version",
+			map[string]any{"supported": supportedVersions, "requested": bodyVersion})
+	}
+	caps, ok := c.p.Meta[metaClientCaps]
+	if !ok {
+		return errInvalidParams("Invalid params: _meta." + metaClientCaps + " is required ({} for none)")
+	}
+	if json.Unmarshal(caps, &c.caps) != nil || len(caps) == 0 || caps[0] != '{' {
+		return errInvalidParams("Invalid params: _meta." + metaClientCaps + " must be an object")
+	}
+	c.rawCaps = caps
+	if pt, ok := c.p.Meta["progressToken"]; ok && len(pt) > 0 && (pt[0] == '"' || pt[0] == '-' || (pt[0] >= '0' && pt[0] <= '9')) {
+		c.progressToken = pt
+	}
+	if lv, ok := c.p.Meta[metaLogLevel]; ok {
+		_ = json.Unmarshal(lv, &c.logLevel)
+		if _, known := logLevels[c.logLevel]; !known {
+			c.logLevel = ""
+		}
+	}
+	return nil
+}
+
+// decodeTarget reads params.name or params.uri for the methods that name
+// a target and checks Mcp-Name against it.
+func (c *call) decodeTarget() *rpcError {
+	var field string
+	var raw json.RawMessage
+	switch c.method {
+	case mrtr.MethodToolsCall, mrtr.MethodPromptsGet:
+		field, raw = "name", c.p.Name
+	case mrtr.MethodResourcesRead:
+		field, raw = "uri", c.p.URI
+	default:
+		return nil
+	}
+	var v string
+	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil || v == "" {
+		return errInvalidParams("Invalid params: " + field + " must be a non-empty string")
+	}
+	if field == "name" {
+		c.name = v
+	} else {
+		c.uri = v
+	}
+	hv, present := headerValue(c.r.Header, "Mcp-Name")
+	if !present || hv != v {
+		return headerMismatch("Mcp-Name", !present)
+	}
+	return nil
+}
+
+// headerValue reads a header, decoding the =?base64?…?= form.
+func headerValue(h http.Header, name string) (string, bool) {
+	vs := h.Values(name)
+	if len(vs) == 0 {
+		return "", false
+	}
+	v := vs[0]
+	if inner, ok := strings.CutPrefix(v, "=?base64?"); ok {
+		if inner, ok = strings.CutSuffix(inner, "?="); ok {
+			if b, err := base64.StdEncoding.DecodeString(inner); err == nil {
+				return string(b), true
+			}
+		}
+		return "", true // undecodable: present but matches nothing
+	}
+	return v, true
+}
+
+func headerMismatch(header string, missing bool) *rpcError {
+	msg := "Header mismatch: " + header + " does not match the request body"
+	if missing {
+		msg = "Header mismatch: " + header + " is required"
+	}
+	return newError(http.StatusBadRequest, codeHeaderMismatch, msg, map[string]string{"header": header})
+}
+
+// dispatch routes a checked request to its method.
+func (reg *Registry) dispatch(c *call) {
+	var (
+		result any
+		e      *rpcError
+	)
+	switch c.method {
+	case "server/discover":
+		result = reg.discover(c)
+	case "tools/list":
+		result, e = reg.list(c, c.snap.toolList, "tools")
+	case "prompts/list":
+		result, e = reg.list(c, c.snap.promptLst, "prompts")
+	case "resources/list":
+		result, e = reg.list(c, c.snap.resList, "resources")
+	case "resources/templates/list":
+		result, e = reg.list(c, c.snap.tmplList, "resourceTemplates")
+	case "completion/complete":
+		result, e = reg.complete(c)
+	case mrtr.MethodToolsCall, mrtr.MethodPromptsGet, mrtr.MethodResourcesRead:
+		reg.carrier(c)
+		return
+	case "subscriptions/listen":
+		reg.listen(c)
+		return
+	default:
+		msg := "Method not found: " + c.method
+		if removed[c.method] {
+			msg = "Method not found: " + c.method + " was removed in protocol " + ProtocolVersion
+		}
+		e = newError(http.StatusNotFound, codeMethodNotFound, msg, nil)
+	}
+	if e != nil {
+		writeError(c.w, c.id, e)
+		return
+	}
+	writeJSON(c.w, http.StatusOK, response{JSONRPC: "2.0", ID: c.id, Result: result})
+}
+
+// serverInfo is the _meta every result carries.
+func (reg *Registry) serverInfo(s *snapshot) map[string]any {
+	return map[string]any{metaServerInfo: map[string]string{
+		"name": "opsmcp/" + s.slug, "title": s.displayName, "version": reg.opts.Version,
+	}}
+}
+
+// context returns the request's context.
+func (c *call) ctx() context.Context { return c.r.Context() }

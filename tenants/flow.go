@@ -1,0 +1,265 @@
+package tenants
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/opsmcp/platform/mrtr"
+)
+
+// webhookKeyPrefix marks the wire keys of input requests a webhook asked
+// for. Declared input names never contain '.', so the two namespaces
+// cannot collide.
+const webhookKeyPrefix = "wh."
+
+// flowEngine seals and opens request state for every tenant.
+type flowEngine struct {
+	codec mrtr.Codec
+	now   func() time.Time
+}
+
+func newFlowEngine(opts Options) (*flowEngine, error) {
+	ring, err := ringFromConfig(opts.StateKeys)
+	if err != nil {
+		return nil, err
+	}
+	return &flowEngine{codec: ring, now: time.Now}, nil
+}
+
+// ringFromConfig builds the key ring from comma-separated base64 secrets,
+// or a random per-process ring when none are given (a single replica, or
+// a test; several replicas must share configured keys).
+func ringFromConfig(keys string) (*mrtr.Ring, error) {
+	if strings.TrimSpace(keys) == "" {
+		return mrtr.Ephemeral(), nil
+	}
+	var secrets [][]byte
+	for i, k := range strings.Split(keys, ",") {
+		k = strings.TrimSpace(k)
+		b, err := base64.StdEncoding.DecodeString(k)
+		if err != nil {
+			b, err = base64.RawURLEncoding.DecodeString(k)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("state-keys: key %d is not base64", i+1)
+		}
+		secrets = append(secrets, b)
+	}
+	ring, err := mrtr.NewRing(secrets...)
+	if err != nil {
+		return nil, fmt.Errorf("state-keys: %w", err)
+	}
+	return ring, nil
+}
+
+// sealer returns the tenant's sealing policy over the shared codec.
+func (f *flowEngine) sealer(s *snapshot) *mrtr.Sealer {
+	return &mrtr.Sealer{
+		Codec: f.codec,
+		Policy: mrtr.Policy{
+			TTL:           time.Duration(s.settings.StateTTL()) * time.Second,
+			MaxStateBytes: s.settings.StateBytes(),
+			MaxRounds:     s.settings.Rounds(),
+		},
+		Now: f.now,
+	}
+}
+
+// flowState is what the platform keeps for a flow between rounds, besides
+// the declared-inputs record: the webhook's own state and the keys it
+// asked for, so only answers to those reach it.
+type flowState struct {
+	Webhook string   `json:"s,omitempty"`
+	Asked   []string `json:"k,omitempty"`
+}
+
+// round is the state of one flow as this request continues it.
+type round struct {
+	flowID string
+	number int // this request's round, 1 for a fresh call
+	start  time.Time
+	record mrtr.Record
+	state  flowState
+	keyID  string // the key that verified the inbound state, if any
+}
+
+func newFlowID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "fl_" + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// openRound verifies an inbound requestState and returns the round it
+// continues, or a fresh first round when there is none. Any failure is
+// the frozen rejection; the reason is logged, never sent.
+func (reg *Registry) openRound(c *call, b mrtr.Binding) (*round, *rpcError) {
+	tok, present, err := mrtr.TokenFromJSON(c.p.RequestState)
+	if err == nil && !present {
+		return &round{flowID: newFlowID(), number: 1, start: reg.flows.now()}, nil
+	}
+	var claims *mrtr.Claims
+	if err == nil {
+		claims, err = reg.flows.sealer(c.snap).Open(c.ctx(), tok, b)
+	}
+	if err != nil {
+		reason := "codec_error"
+		var rej *mrtr.Rejection
+		if errors.As(err, &rej) {
+			reason = rej.Reason
+		}
+		reg.log.Warn("requestState rejected", "tenant", c.snap.slug, "method", c.method, "reason", reason)
+		return nil, errInvalidState()
+	}
+	rd := &round{
+		flowID: claims.FlowID,
+		number: claims.Round + 1,
+		start:  claims.FlowStart,
+		record: mrtr.DecodeRecord(claims.Resolver),
+		keyID:  claims.KeyID,
+	}
+	if len(claims.State) > 0 && json.Unmarshal(claims.State, &rd.state) != nil {
+		// The platform sealed this itself, so this cannot happen short of
+		// a format change; treat it like any other bad state.
+		reg.log.Warn("requestState rejected", "tenant", c.snap.slug, "method", c.method, "reason", "flow_state")
+		return nil, errInvalidState()
+	}
+	return rd, nil
+}
+
+// seal mints the requestState for the next round of rd.
+func (reg *Registry) seal(ctx context.Context, s *snapshot, b mrtr.Binding, rd *round) (string, error) {
+	state, err := json.Marshal(rd.state)
+	if err != nil {
+		return "", err
+	}
+	rec, err := mrtr.EncodeRecord(rd.record)
+	if err != nil {
+		return "", err
+	}
+	claims := &mrtr.Claims{
+		FlowID:    rd.flowID,
+		Round:     rd.number,
+		FlowStart: rd.start,
+		Resolver:  rec,
+		State:     state,
+	}
+	tok, _, err := reg.flows.sealer(s).Seal(ctx, b, claims)
+	return tok, err
+}
+
+// splitResponses separates answers to declared inputs from answers to a
+// webhook's own input requests (returned with the prefix removed, and
+// only for the keys it asked).
+func splitResponses(all map[string]json.RawMessage, asked []string) (declared, hook map[string]json.RawMessage) {
+	for k, v := range all {
+		if name, ok := strings.CutPrefix(k, webhookKeyPrefix); ok {
+			for _, a := range asked {
+				if a == name {
+					if hook == nil {
+						hook = map[string]json.RawMessage{}
+					}
+					hook[name] = v
+				}
+			}
+			continue
+		}
+		if declared == nil {
+			declared = map[string]json.RawMessage{}
+		}
+		declared[k] = v
+	}
+	return declared, hook
+}
+
+// parseResponses reads params.inputResponses: absent is none; anything
+// but an object (null included) is invalid params.
+func parseResponses(raw json.RawMessage) (map[string]json.RawMessage, *rpcError) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var m map[string]json.RawMessage
+	if raw[0] != '{' || json.Unmarshal(raw, &m) != nil {
+		return nil, errInvalidParams("Invalid params: inputResponses must be an object")
+	}
+	return m, nil
+}
+
+// webhookInputs checks the input requests a webhook asked for and turns
+// them into wire input requests under the webhook's key namespace. A
+// request the client's capabilities do not allow is -32021.
+func webhookInputs(reqs map[string]json.RawMessage, caps mrtr.ClientCapabilities) (map[string]mrtr.InputRequest, []string, *rpcError, error) {
+	out := make(map[string]mrtr.InputRequest, len(reqs))
+	keys := make([]string, 0, len(reqs))
+	var missing mrtr.ClientCapabilities
+	lacking := false
+	for k, raw := range reqs {
+		if k == "" || len(k) > 64 {
+			return nil, nil, nil, fmt.Errorf("input request key %q must be 1 to 64 characters", k)
+		}
+		var ir mrtr.InputRequest
+		if err := json.Unmarshal(raw, &ir); err != nil {
+			return nil, nil, nil, fmt.Errorf("input request %q is not {method, params}", k)
+		}
+		if len(ir.Params) > 0 && ir.Params[0] != '{' {
+			return nil, nil, nil, fmt.Errorf("input request %q: params must be an object", k)
+		}
+		switch ir.Method {
+		case mrtr.MethodElicit:
+			var p struct {
+				Mode string `json:"mode"`
+			}
+			_ = json.Unmarshal(ir.Params, &p)
+			if p.Mode == "url" {
+				if !caps.CanElicitURL() {
+					lacking = true
+					missing.Elicitation = &mrtr.ElicitationCapability{URL: &struct{}{}}
+				}
+			} else if !caps.CanElicitForm() {
+				lacking = true
+				if missing.Elicitation == nil {
+					missing.Elicitation = &mrtr.ElicitationCapability{}
+				}
+			}
+		case mrtr.MethodCreateMessage:
+			var p struct {
+				Tools json.RawMessage `json:"tools"`
+			}
+			_ = json.Unmarshal(ir.Params, &p)
+			withTools := len(p.Tools) > 0 && string(p.Tools) != "null"
+			if !caps.CanSample(withTools) {
+				lacking = true
+				missing.Sampling = &mrtr.SamplingCapability{}
+				if withTools {
+					missing.Sampling.Tools = &struct{}{}
+				}
+			}
+		case mrtr.MethodListRoots:
+			if !caps.CanListRoots() {
+				lacking = true
+				missing.Roots = &mrtr.RootsCapability{}
+			}
+			if len(ir.Params) == 0 {
+				ir.Params = json.RawMessage(`{}`)
+			}
+		default:
+			return nil, nil, nil, fmt.Errorf("input request %q: method %q is not elicitation/create, sampling/createMessage or roots/list", k, ir.Method)
+		}
+		out[webhookKeyPrefix+k] = ir
+		keys = append(keys, k)
+	}
+	if lacking {
+		return nil, nil, errMissingCapability(missing), nil
+	}
+	return out, keys, nil, nil
+}
+
+func errMissingCapability(required mrtr.ClientCapabilities) *rpcError {
+	return newError(400, codeMissingClientCap, "Missing required client capability",
+		map[string]any{"requiredCapabilities": required})
+}

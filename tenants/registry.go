@@ -1,0 +1,215 @@
+package tenants
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/opsmcp/platform/store"
+)
+
+// Options configures the registry and every tenant endpoint.
+type Options struct {
+	Store  *store.Store
+	Logger *slog.Logger
+	// PublicURL is the platform's external base URL; a tenant's canonical
+	// resource URL is PublicURL + "/t/{slug}/mcp".
+	PublicURL string
+	// MaxBodyBytes caps an MCP request body.
+	MaxBodyBytes int64
+	// AllowPrivateWebhooks lets webhooks resolve to private addresses.
+	AllowPrivateWebhooks bool
+	// WebhookMaxResponse caps a webhook's answer.
+	WebhookMaxResponse int64
+	// Refresh is how often the registry looks for catalogue changes made
+	// by other replicas.
+	Refresh time.Duration
+	// StateKeys are base64 request-state secrets, comma-separated, minting
+	// key first; empty means a random per-process key.
+	StateKeys string
+	// Version is reported in serverInfo.
+	Version string
+}
+
+// Registry resolves tenants to cached catalogue snapshots, keeps them
+// fresh across replicas, and serves every tenant's MCP endpoint.
+type Registry struct {
+	opts     Options
+	log      *slog.Logger
+	store    *store.Store
+	webhooks *webhookClient
+	hub      *hub
+	flows    *flowEngine
+
+	mu      sync.RWMutex
+	cache   map[string]*snapshot
+	missing map[string]bool // slugs known not to exist, until the next poll
+	loading sync.Mutex
+
+	stop     context.CancelFunc
+	done     chan struct{}
+	closeOne sync.Once
+}
+
+// NewRegistry starts a registry and its refresh loop; Close stops it.
+func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Refresh <= 0 {
+		opts.Refresh = time.Second
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 4 << 20
+	}
+	if opts.WebhookMaxResponse <= 0 {
+		opts.WebhookMaxResponse = 4 << 20
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	flows, err := newFlowEngine(opts)
+	if err != nil {
+		return nil, err
+	}
+	r := &Registry{
+		opts:     opts,
+		log:      opts.Logger,
+		store:    opts.Store,
+		webhooks: newWebhookClient(opts.AllowPrivateWebhooks, opts.WebhookMaxResponse),
+		hub:      newHub(),
+		flows:    flows,
+		cache:    map[string]*snapshot{},
+		missing:  map[string]bool{},
+		done:     make(chan struct{}),
+	}
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r.stop = cancel
+	go r.poll(pctx)
+	return r, nil
+}
+
+// Close stops the refresh loop and ends open subscription streams.
+func (r *Registry) Close() {
+	r.closeOne.Do(func() {
+		r.stop()
+		<-r.done
+		r.hub.close()
+	})
+}
+
+// lookup returns the tenant's snapshot, loading it on first use. It
+// returns nil for an unknown tenant.
+func (r *Registry) lookup(ctx context.Context, slug string) (*snapshot, error) {
+	r.mu.RLock()
+	s, ok := r.cache[slug]
+	miss := r.missing[slug]
+	r.mu.RUnlock()
+	if ok {
+		return s, nil
+	}
+	if miss || !ValidSlug(slug) {
+		return nil, nil
+	}
+	// One load at a time: a burst of first requests does one read.
+	r.loading.Lock()
+	defer r.loading.Unlock()
+	r.mu.RLock()
+	s, ok = r.cache[slug]
+	r.mu.RUnlock()
+	if ok {
+		return s, nil
+	}
+	return r.load(ctx, slug)
+}
+
+// load reads a tenant's catalogue into the cache.
+func (r *Registry) load(ctx context.Context, slug string) (*snapshot, error) {
+	c, err := r.store.LoadCatalogue(ctx, slug)
+	if errors.Is(err, store.ErrNotFound) {
+		r.mu.Lock()
+		delete(r.cache, slug)
+		r.missing[slug] = true
+		r.mu.Unlock()
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	s, errs := buildSnapshot(c)
+	for _, e := range errs {
+		r.log.Error("catalogue item skipped", "tenant", slug, "err", e)
+	}
+	r.mu.Lock()
+	old := r.cache[slug]
+	r.cache[slug] = s
+	delete(r.missing, slug)
+	r.mu.Unlock()
+	if old != nil && old.version != s.version {
+		r.hub.publish(slug, changes(old, s))
+	}
+	return s, nil
+}
+
+// Invalidate reloads a tenant now; the admin API calls it after a change
+// so this replica serves its own writes at once.
+func (r *Registry) Invalidate(ctx context.Context, slug string) {
+	r.mu.Lock()
+	delete(r.missing, slug)
+	_, cached := r.cache[slug]
+	r.mu.Unlock()
+	if !cached {
+		return
+	}
+	if _, err := r.load(ctx, slug); err != nil {
+		r.log.Warn("catalogue reload failed", "tenant", slug, "err", err)
+	}
+}
+
+// poll reloads cached tenants whose catalogue version moved, and forgets
+// negative lookups, every Refresh.
+func (r *Registry) poll(ctx context.Context) {
+	defer close(r.done)
+	t := time.NewTicker(r.opts.Refresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		vs, err := r.store.TenantVersions(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("catalogue refresh failed; serving cached catalogues", "err", err)
+			}
+			continue
+		}
+		current := make(map[string]int64, len(vs))
+		for _, v := range vs {
+			current[v.Slug] = v.CatalogueVersion
+		}
+		r.mu.Lock()
+		r.missing = map[string]bool{}
+		var stale []string
+		for slug, s := range r.cache {
+			v, ok := current[slug]
+			if !ok {
+				delete(r.cache, slug)
+				r.hub.publish(slug, listChanges{tools: true, prompts: true, resources: true})
+				continue
+			}
+			if v != s.version {
+				stale = append(stale, slug)
+			}
+		}
+		r.mu.Unlock()
+		for _, slug := range stale {
+			if _, err := r.load(ctx, slug); err != nil && ctx.Err() == nil {
+				r.log.Warn("catalogue reload failed", "tenant", slug, "err", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,116 @@
+// Package tenants serves each tenant's MCP endpoint: the registry of
+// tenants and their cached catalogues, JSON-RPC over Streamable HTTP at
+// protocol 2026-07-28, method dispatch, and the webhook client that asks
+// tenants' backends for answers.
+package tenants
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+)
+
+// Settings is a tenant's policy, stored with the tenant as JSON and edited
+// through the admin API. The zero value is a valid policy: every field
+// falls back to a documented default.
+type Settings struct {
+	// Instructions are returned by server/discover.
+	Instructions string `json:"instructions,omitempty"`
+	// StateTTLSeconds bounds how long a sealed requestState stays valid
+	// (per round). Default 600.
+	StateTTLSeconds int `json:"stateTtlSeconds,omitempty"`
+	// MaxRounds bounds the rounds of one flow, whatever the client does.
+	// Default 20.
+	MaxRounds int `json:"maxRounds,omitempty"`
+	// MaxStateBytes caps the sealed requestState. Default 65536.
+	MaxStateBytes int `json:"maxStateBytes,omitempty"`
+	// AllowedOrigins lists browser origins allowed to call the endpoint;
+	// requests with any other Origin header get 403.
+	AllowedOrigins []string `json:"allowedOrigins,omitempty"`
+	// ListTTLMs is the ttlMs hint on list results. Default 60000.
+	ListTTLMs *int `json:"listTtlMs,omitempty"`
+}
+
+// Defaults for unset settings.
+const (
+	DefaultStateTTLSeconds = 600
+	DefaultMaxRounds       = 20
+	DefaultMaxStateBytes   = 64 << 10
+	DefaultListTTLMs       = 60_000
+)
+
+// StateTTL returns the effective state lifetime in seconds.
+func (s Settings) StateTTL() int {
+	if s.StateTTLSeconds == 0 {
+		return DefaultStateTTLSeconds
+	}
+	return s.StateTTLSeconds
+}
+
+// Rounds returns the effective round bound.
+func (s Settings) Rounds() int {
+	if s.MaxRounds == 0 {
+		return DefaultMaxRounds
+	}
+	return s.MaxRounds
+}
+
+// StateBytes returns the effective state size cap.
+func (s Settings) StateBytes() int {
+	if s.MaxStateBytes == 0 {
+		return DefaultMaxStateBytes
+	}
+	return s.MaxStateBytes
+}
+
+// ListTTL returns the effective ttlMs for list results.
+func (s Settings) ListTTL() int {
+	if s.ListTTLMs == nil {
+		return DefaultListTTLMs
+	}
+	return *s.ListTTLMs
+}
+
+// SettingsError names an invalid setting.
+type SettingsError struct {
+	Field   string
+	Message string
+}
+
+func (e *SettingsError) Error() string { return e.Field + ": " + e.Message }
+
+// Validate reports every invalid setting.
+func (s Settings) Validate() []SettingsError {
+	var out []SettingsError
+	bad := func(f, format string, args ...any) {
+		out = append(out, SettingsError{Field: "settings." + f, Message: fmt.Sprintf(format, args...)})
+	}
+	if s.StateTTLSeconds < 0 || s.StateTTLSeconds > 86400 {
+		bad("stateTtlSeconds", "must be between 1 and 86400 (0 means the default %d)", DefaultStateTTLSeconds)
+	}
+	if s.MaxRounds < 0 || s.MaxRounds > 1000 {
+		bad("maxRounds", "must be between 1 and 1000 (0 means the default %d)", DefaultMaxRounds)
+	}
+	if s.MaxStateBytes < 0 || (s.MaxStateBytes > 0 && s.MaxStateBytes < 1024) || s.MaxStateBytes > 1<<20 {
+		bad("maxStateBytes", "must be between 1024 and 1048576 (0 means the default %d)", DefaultMaxStateBytes)
+	}
+	if s.ListTTLMs != nil && (*s.ListTTLMs < 0 || *s.ListTTLMs > 86_400_000) {
+		bad("listTtlMs", "must be between 0 and 86400000")
+	}
+	if len(s.Instructions) > 16<<10 {
+		bad("instructions", "must be at most 16384 bytes")
+	}
+	for i, o := range s.AllowedOrigins {
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			bad(fmt.Sprintf("allowedOrigins[%d]", i), "must be an origin like https://app.example.com")
+		}
+	}
+	return out
+}
+
+var slugPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// ValidSlug reports whether slug is a lowercase DNS label, the form a
+// tenant's slug takes in /t/{slug}/mcp.
+func ValidSlug(slug string) bool { return slugPattern.MatchString(slug) }

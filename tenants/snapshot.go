@@ -1,0 +1,273 @@
+package tenants
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/opsmcp/platform/catalogue"
+	"github.com/opsmcp/platform/mrtr"
+	"github.com/opsmcp/platform/store"
+)
+
+// snapshot is one tenant's catalogue as served: immutable, indexed for
+// constant-time lookup, with list entries pre-rendered so list methods
+// only copy bytes. A change builds a new snapshot; requests in flight keep
+// the one they started with.
+type snapshot struct {
+	tenantID    string
+	slug        string
+	displayName string
+	disabled    bool
+	settings    Settings
+	version     int64
+	origins     map[string]bool
+
+	tools     map[string]*toolEntry
+	toolList  []json.RawMessage
+	prompts   map[string]*promptEntry
+	promptLst []json.RawMessage
+	resources map[string]*resourceEntry
+	resList   []json.RawMessage
+	templates []*templateEntry
+	tmplList  []json.RawMessage
+}
+
+type toolEntry struct {
+	def    catalogue.Tool
+	schema *jsonschema.Schema
+	secret string
+	// headers maps a lower-cased Mcp-Param-{Name} suffix to its argument.
+	headers map[string]headerParam
+	// declared are the inputs gathered before the webhook is called.
+	declared []mrtr.Input
+}
+
+type headerParam struct {
+	header   string // as declared
+	property string
+	typ      string // string, integer or boolean
+}
+
+type promptEntry struct {
+	def      catalogue.Prompt
+	secret   string
+	declared []mrtr.Input
+}
+
+type resourceEntry struct {
+	def catalogue.Resource
+}
+
+type templateEntry struct {
+	def      catalogue.ResourceTemplate
+	tmpl     *catalogue.URITemplate
+	secret   string
+	declared []mrtr.Input
+}
+
+// buildSnapshot indexes a catalogue read from the store. A definition that
+// no longer parses (written by a newer version, say) is skipped and
+// logged by the caller rather than taking the whole tenant down.
+func buildSnapshot(c *store.Catalogue) (*snapshot, []error) {
+	s := &snapshot{
+		tenantID:    c.Tenant.ID,
+		slug:        c.Tenant.Slug,
+		displayName: c.Tenant.DisplayName,
+		disabled:    c.Tenant.Disabled,
+		version:     c.Tenant.CatalogueVersion,
+		tools:       map[string]*toolEntry{},
+		prompts:     map[string]*promptEntry{},
+		resources:   map[string]*resourceEntry{},
+		origins:     map[string]bool{},
+	}
+	var errs []error
+	if err := json.Unmarshal([]byte(c.Tenant.Settings), &s.settings); err != nil {
+		errs = append(errs, fmt.Errorf("settings: %w", err))
+	}
+	for _, o := range s.settings.AllowedOrigins {
+		s.origins[strings.TrimSuffix(o, "/")] = true
+	}
+	secret := func(it *store.Item) string {
+		if it.WebhookSecret == nil {
+			return ""
+		}
+		return *it.WebhookSecret
+	}
+	for i := range c.Items {
+		it := &c.Items[i]
+		switch catalogue.Kind(it.Kind) {
+		case catalogue.KindTool:
+			e := &toolEntry{secret: secret(it)}
+			if err := json.Unmarshal([]byte(it.Spec), &e.def); err != nil {
+				errs = append(errs, fmt.Errorf("tool %q: %w", it.Name, err))
+				continue
+			}
+			sch, err := catalogue.CompileSchema(e.def.InputSchema)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("tool %q: input schema: %w", it.Name, err))
+				continue
+			}
+			if e.declared, err = declaredInputs(e.def.Inputs); err != nil {
+				errs = append(errs, fmt.Errorf("tool %q: inputs: %w", it.Name, err))
+				continue
+			}
+			e.schema, e.headers = sch, headerParams(e.def.InputSchema)
+			s.tools[e.def.Name] = e
+			s.toolList = append(s.toolList, mustJSON(toolListing(&e.def)))
+		case catalogue.KindPrompt:
+			e := &promptEntry{secret: secret(it)}
+			if err := json.Unmarshal([]byte(it.Spec), &e.def); err != nil {
+				errs = append(errs, fmt.Errorf("prompt %q: %w", it.Name, err))
+				continue
+			}
+			var err error
+			if e.declared, err = declaredInputs(e.def.Inputs); err != nil {
+				errs = append(errs, fmt.Errorf("prompt %q: inputs: %w", it.Name, err))
+				continue
+			}
+			s.prompts[e.def.Name] = e
+			s.promptLst = append(s.promptLst, mustJSON(promptListing(&e.def)))
+		case catalogue.KindResource:
+			e := &resourceEntry{}
+			if err := json.Unmarshal([]byte(it.Spec), &e.def); err != nil {
+				errs = append(errs, fmt.Errorf("resource %q: %w", it.Name, err))
+				continue
+			}
+			s.resources[e.def.URI] = e
+			s.resList = append(s.resList, mustJSON(resourceListing(&e.def)))
+		case catalogue.KindResourceTemplate:
+			e := &templateEntry{secret: secret(it)}
+			if err := json.Unmarshal([]byte(it.Spec), &e.def); err != nil {
+				errs = append(errs, fmt.Errorf("resource template %q: %w", it.Name, err))
+				continue
+			}
+			t, err := catalogue.ParseURITemplate(e.def.URITemplate)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("resource template %q: %w", it.Name, err))
+				continue
+			}
+			if e.declared, err = declaredInputs(e.def.Inputs); err != nil {
+				errs = append(errs, fmt.Errorf("resource template %q: inputs: %w", it.Name, err))
+				continue
+			}
+			e.tmpl = t
+			s.templates = append(s.templates, e)
+			s.tmplList = append(s.tmplList, mustJSON(templateListing(&e.def)))
+		}
+	}
+	// Items arrive ordered by kind and name; templates are matched in that
+	// order, so the first registered name wins when two templates overlap.
+	sort.SliceStable(s.templates, func(i, j int) bool { return s.templates[i].def.Name < s.templates[j].def.Name })
+	return s, errs
+}
+
+// declaredInputs decodes a definition's declared inputs.
+func declaredInputs(raw json.RawMessage) ([]mrtr.Input, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var in []mrtr.Input
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return nil, err
+	}
+	return in, mrtr.ValidateInputs(in)
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("marshal catalogue listing: %v", err))
+	}
+	return b
+}
+
+// toolListing is a tool as tools/list shows it: the MCP fields only.
+func toolListing(t *catalogue.Tool) any {
+	return struct {
+		Name         string                     `json:"name"`
+		Title        string                     `json:"title,omitempty"`
+		Description  string                     `json:"description,omitempty"`
+		InputSchema  json.RawMessage            `json:"inputSchema"`
+		OutputSchema json.RawMessage            `json:"outputSchema,omitempty"`
+		Annotations  *catalogue.ToolAnnotations `json:"annotations,omitempty"`
+	}{t.Name, t.Title, t.Description, t.InputSchema, t.OutputSchema, t.Annotations}
+}
+
+func promptListing(p *catalogue.Prompt) any {
+	type arg struct {
+		Name        string `json:"name"`
+		Title       string `json:"title,omitempty"`
+		Description string `json:"description,omitempty"`
+		Required    bool   `json:"required,omitempty"`
+	}
+	args := make([]arg, len(p.Arguments))
+	for i, a := range p.Arguments {
+		args[i] = arg{a.Name, a.Title, a.Description, a.Required}
+	}
+	return struct {
+		Name        string `json:"name"`
+		Title       string `json:"title,omitempty"`
+		Description string `json:"description,omitempty"`
+		Arguments   []arg  `json:"arguments,omitempty"`
+	}{p.Name, p.Title, p.Description, args}
+}
+
+func resourceListing(r *catalogue.Resource) any {
+	return struct {
+		URI         string          `json:"uri"`
+		Name        string          `json:"name"`
+		Title       string          `json:"title,omitempty"`
+		Description string          `json:"description,omitempty"`
+		MimeType    string          `json:"mimeType,omitempty"`
+		Annotations json.RawMessage `json:"annotations,omitempty"`
+	}{r.URI, r.Name, r.Title, r.Description, r.MimeType, r.Annotations}
+}
+
+func templateListing(r *catalogue.ResourceTemplate) any {
+	return struct {
+		URITemplate string `json:"uriTemplate"`
+		Name        string `json:"name"`
+		Title       string `json:"title,omitempty"`
+		Description string `json:"description,omitempty"`
+		MimeType    string `json:"mimeType,omitempty"`
+	}{r.URITemplate, r.Name, r.Title, r.Description, r.MimeType}
+}
+
+// headerParams finds the x-mcp-header properties of an input schema
+// (validated at registration: top-level properties, primitive types).
+func headerParams(raw json.RawMessage) map[string]headerParam {
+	var s struct {
+		Properties map[string]struct {
+			Header string `json:"x-mcp-header"`
+			Type   string `json:"type"`
+		} `json:"properties"`
+	}
+	if json.Unmarshal(raw, &s) != nil {
+		return nil
+	}
+	var out map[string]headerParam
+	for name, p := range s.Properties {
+		if p.Header == "" {
+			continue
+		}
+		if out == nil {
+			out = map[string]headerParam{}
+		}
+		out[strings.ToLower(p.Header)] = headerParam{header: p.Header, property: name, typ: p.Type}
+	}
+	return out
+}
+
+// matchTemplate finds the template a URI expands from.
+func (s *snapshot) matchTemplate(uri string) (*templateEntry, map[string]string) {
+	for _, t := range s.templates {
+		if vars, ok := t.tmpl.Match(uri); ok {
+			return t, vars
+		}
+	}
+	return nil, nil
+}

@@ -1,0 +1,256 @@
+package tenants
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"syscall"
+	"time"
+
+	"github.com/opsmcp/platform/webhook"
+)
+
+// WebhookError is a failed delivery, classified so the tool error the
+// model reads, the log and the metrics all say what failed.
+type WebhookError struct {
+	// Class is one of timeout, connect, refused_address, status,
+	// invalid_json, contract, oversize, canceled.
+	Class  string
+	Detail string
+}
+
+func (e *WebhookError) Error() string { return "webhook " + e.Class + ": " + e.Detail }
+
+// webhookClient delivers signed requests to tenants' backends.
+type webhookClient struct {
+	http        *http.Client
+	maxResponse int64
+	now         func() time.Time
+}
+
+// blockedPrefixes are address ranges a webhook may not reach unless the
+// operator allows private targets: loopback, RFC 1918, CGNAT, link-local
+// (including cloud metadata at 169.254.169.254), ULA, multicast and
+// unspecified addresses, and IPv4-mapped forms of them.
+var blockedPrefixes = func() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range []string{
+		"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
+		"172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4",
+		"::/128", "::1/128", "fc00::/7", "fe80::/10", "ff00::/8", "64:ff9b::/96",
+	} {
+		out = append(out, netip.MustParsePrefix(s))
+	}
+	return out
+}()
+
+// errBlockedAddress marks a connection refused by the SSRF guard.
+var errBlockedAddress = errors.New("address not allowed")
+
+// blocked reports whether ip is in a range webhooks may not reach.
+func blocked(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	for _, p := range blockedPrefixes {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+func newWebhookClient(allowPrivate bool, maxResponse int64) *webhookClient {
+	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	if !allowPrivate {
+		// The check runs on the address actually dialled, after DNS
+		// resolution, so a hostname that resolves (or re-resolves) to a
+		// private address is refused too.
+		dialer.Control = func(network, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil || blocked(ap.Addr()) {
+				return fmt.Errorf("%w: %s", errBlockedAddress, address)
+			}
+			return nil
+		}
+	}
+	tr := &http.Transport{
+		Proxy:                 nil, // a proxy would bypass the address check
+		DialContext:           dialer.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   32,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   5 * time.Second,
+		ResponseHeaderTimeout: 0, // bounded by the per-tool deadline
+	}
+	return &webhookClient{
+		http: &http.Client{
+			Transport: tr,
+			// A redirect would let a tenant's backend point the platform at
+			// any address; deliveries never follow one.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		maxResponse: maxResponse,
+		now:         time.Now,
+	}
+}
+
+// streamSink receives progress and log events while a delivery streams.
+type streamSink interface {
+	progress(ev *webhook.Event)
+	log(ev *webhook.Event)
+}
+
+// deliver POSTs req to url, signed with secret, within timeout, and
+// returns the backend's response. Every failure is a *WebhookError.
+func (c *webhookClient) deliver(ctx context.Context, url, secret string, timeout time.Duration, req *webhook.Request, sink streamSink) (*webhook.Response, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, &WebhookError{Class: "contract", Detail: "the request could not be encoded"}
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, &WebhookError{Class: "connect", Detail: "the webhook URL is not usable"}
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/json, application/x-ndjson")
+	hreq.Header.Set("User-Agent", "opsmcp-platform/1")
+	hreq.Header.Set(webhook.SignatureHeader, webhook.Sign(secret, c.now(), body))
+	hreq.Header.Set(webhook.DeliveryHeader, req.Flow.ID+"/"+fmt.Sprint(req.Flow.Round))
+	if req.Trace != nil && req.Trace.Traceparent != "" {
+		hreq.Header.Set("traceparent", req.Trace.Traceparent)
+		if req.Trace.Tracestate != "" {
+			hreq.Header.Set("tracestate", req.Trace.Tracestate)
+		}
+	}
+	resp, err := c.http.Do(hreq)
+	if err != nil {
+		return nil, classify(ctx, err, timeout)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return nil, &WebhookError{Class: "status", Detail: fmt.Sprintf("the backend answered HTTP %d", resp.StatusCode)}
+	}
+	limited := io.LimitReader(resp.Body, c.maxResponse+1)
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	var out *webhook.Response
+	if mt == "application/x-ndjson" {
+		out, err = c.readStream(ctx, limited, sink, timeout)
+	} else {
+		out, err = c.readOne(ctx, limited, timeout)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := checkResponse(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *webhookClient) readOne(ctx context.Context, r io.Reader, timeout time.Duration) (*webhook.Response, error) {
+	body, err := io.ReadAll(r)
+	if err != nil {
+		return nil, classify(ctx, err, timeout)
+	}
+	if int64(len(body)) > c.maxResponse {
+		return nil, &WebhookError{Class: "oversize", Detail: fmt.Sprintf("the answer exceeds %d bytes", c.maxResponse)}
+	}
+	var out webhook.Response
+	if err := json.Unmarshal(body, &out); err != nil {
+		return nil, &WebhookError{Class: "invalid_json", Detail: "the answer is not a JSON object of the webhook contract"}
+	}
+	return &out, nil
+}
+
+func (c *webhookClient) readStream(ctx context.Context, r io.Reader, sink streamSink, timeout time.Duration) (*webhook.Response, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), int(c.maxResponse)+1)
+	var read int64
+	for sc.Scan() {
+		line := sc.Bytes()
+		read += int64(len(line)) + 1
+		if read > c.maxResponse {
+			return nil, &WebhookError{Class: "oversize", Detail: fmt.Sprintf("the answer exceeds %d bytes", c.maxResponse)}
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var ev webhook.Event
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return nil, &WebhookError{Class: "invalid_json", Detail: "a streamed line is not a JSON event"}
+		}
+		switch ev.Type {
+		case "progress":
+			if sink != nil {
+				sink.progress(&ev)
+			}
+		case "log":
+			if sink != nil {
+				sink.log(&ev)
+			}
+		case "response":
+			if ev.Response == nil {
+				return nil, &WebhookError{Class: "contract", Detail: "a response event has no response"}
+			}
+			return ev.Response, nil
+		default:
+			return nil, &WebhookError{Class: "contract", Detail: fmt.Sprintf("unknown stream event type %q", ev.Type)}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, &WebhookError{Class: "oversize", Detail: fmt.Sprintf("the answer exceeds %d bytes", c.maxResponse)}
+		}
+		return nil, classify(ctx, err, timeout)
+	}
+	if read > c.maxResponse {
+		return nil, &WebhookError{Class: "oversize", Detail: fmt.Sprintf("the answer exceeds %d bytes", c.maxResponse)}
+	}
+	return nil, &WebhookError{Class: "contract", Detail: "the stream ended without a response event"}
+}
+
+// checkResponse enforces the contract's shape.
+func checkResponse(r *webhook.Response) error {
+	switch r.Type {
+	case webhook.TypeComplete:
+		if len(r.Result) == 0 || r.Result[0] != '{' {
+			return &WebhookError{Class: "contract", Detail: "a complete answer needs a result object"}
+		}
+	case webhook.TypeInputRequired:
+		if len(r.InputRequests) == 0 && r.State == "" {
+			return &WebhookError{Class: "contract", Detail: "an input_required answer needs inputRequests or state"}
+		}
+	default:
+		return &WebhookError{Class: "contract", Detail: fmt.Sprintf("type must be \"complete\" or \"input_required\", not %q", r.Type)}
+	}
+	return nil
+}
+
+// classify turns a transport error into a WebhookError without echoing
+// internals such as resolved addresses of private networks.
+func classify(ctx context.Context, err error, timeout time.Duration) error {
+	switch {
+	case errors.Is(err, errBlockedAddress):
+		return &WebhookError{Class: "refused_address", Detail: "the webhook URL resolves to a private, loopback or link-local address, which this platform does not call"}
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return &WebhookError{Class: "timeout", Detail: fmt.Sprintf("no complete answer within %s", timeout)}
+	case errors.Is(ctx.Err(), context.Canceled):
+		return &WebhookError{Class: "canceled", Detail: "the client went away"}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return &WebhookError{Class: "timeout", Detail: fmt.Sprintf("no complete answer within %s", timeout)}
+	}
+	return &WebhookError{Class: "connect", Detail: "the backend could not be reached"}
+}
