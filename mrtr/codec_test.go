@@ -440,3 +440,50 @@ func FuzzUnseal(f *testing.F) {
 		}
 	})
 }
+
+// The built-in base64url codec must agree with encoding/base64 in strict
+// mode on everything except the whitespace the standard decoder skips.
+func TestBase64CodecAgreesWithEncodingBase64Strict(t *testing.T) {
+	std := base64.RawURLEncoding.Strict()
+	for n := range 70 {
+		src := make([]byte, n)
+		for i := range src {
+			src[i] = byte(i*37 + n)
+		}
+		want := std.EncodeToString(src)
+		got := string(b64Encode(make([]byte, len(want)), src))
+		if got != want {
+			t.Fatalf("encode %d bytes: %q, want %q", n, got, want)
+		}
+	}
+	f := func(s string) {
+		t.Helper()
+		stdOut, stdErr := std.DecodeString(s)
+		n, ok := b64DecodedLen(len(s))
+		var out []byte
+		if ok {
+			out = make([]byte, n)
+			ok = b64Decode(out, s)
+		}
+		switch {
+		case strings.ContainsAny(s, "\r\n"):
+			if ok {
+				t.Fatalf("%q: accepted a body containing a newline", s)
+			}
+		case (stdErr == nil) != ok || (ok && !bytes.Equal(out, stdOut)):
+			t.Fatalf("%q: got %x, %v; encoding/base64 gives %x, %v", s, out, ok, stdOut, stdErr)
+		}
+	}
+	for _, s := range []string{"", "A", "AA", "AB", "AAA", "AAB", "AAAA", "AAAAA", "AAAAAA", "AAAAAAA", "_-_-", "AA==", "A=", "AAA\n", "A\nAA", "+/AA", "AAAA AAAA", "\x00AAA", "AAA\xff"} {
+		f(s)
+	}
+	// Every 2- and 3-character tail, over the whole byte range.
+	for a := range 256 {
+		for b := range 256 {
+			f(string([]byte{'Q', 'U', 'J', 'D', byte(a), byte(b)}))
+			if a%7 == 0 {
+				f(string([]byte{'Q', byte(b), byte(a)}))
+			}
+		}
+	}
+}

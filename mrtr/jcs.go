@@ -2,7 +2,6 @@ package mrtr
 
 import (
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -85,7 +84,7 @@ func argsDigest(raw json.RawMessage) [argsDigestLen]byte {
 	}
 	p.release()
 	var d [argsDigestLen]byte
-	base64.RawURLEncoding.Encode(d[:], sum[:16])
+	b64Encode(d[:], sum[:16])
 	return d
 }
 

@@ -5,7 +5,6 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -430,19 +429,18 @@ func encodePrincipalClaim(salt [principalSaltLen]byte, mac [principalMACLen]byte
 	var raw [principalSaltLen + principalMACLen]byte
 	copy(raw[:], salt[:])
 	copy(raw[principalSaltLen:], mac[:])
-	return base64.RawURLEncoding.EncodeToString(raw[:])
+	var text [principalClaimLen]byte
+	return string(b64Encode(text[:], raw[:]))
 }
+
+// principalClaimLen is the length of a principal claim: 24 bytes in
+// base64url.
+const principalClaimLen = 32
 
 // decodePrincipalClaim accepts only the canonical 32-character spelling.
 func decodePrincipalClaim(claim string) (salt [principalSaltLen]byte, mac [principalMACLen]byte, ok bool) {
 	var raw [principalSaltLen + principalMACLen]byte
-	enc := base64.RawURLEncoding.Strict()
-	if enc.EncodedLen(len(raw)) != len(claim) {
-		return salt, mac, false
-	}
-	var src [32]byte
-	copy(src[:], claim)
-	if n, err := enc.Decode(raw[:], src[:]); err != nil || n != len(raw) {
+	if len(claim) != principalClaimLen || !b64Decode(raw[:], claim) {
 		return salt, mac, false
 	}
 	return [principalSaltLen]byte(raw[:principalSaltLen]), [principalMACLen]byte(raw[principalSaltLen:]), true

@@ -75,3 +75,20 @@ func BenchmarkMicroStdB64Dec8K(b *testing.B) {
 		base64.RawURLEncoding.Decode(dst, src)
 	}
 }
+
+func BenchmarkMicroMyB64Dec8K(b *testing.B) {
+	src := base64.RawURLEncoding.EncodeToString(make([]byte, 8192))
+	dst := make([]byte, 8192)
+	b.SetBytes(8192)
+	for b.Loop() {
+		b64Decode(dst, src)
+	}
+}
+func BenchmarkMicroMyB64Enc8K(b *testing.B) {
+	raw := make([]byte, 8192)
+	dst := make([]byte, base64.RawURLEncoding.EncodedLen(8192))
+	b.SetBytes(8192)
+	for b.Loop() {
+		b64Encode(dst, raw)
+	}
+}
