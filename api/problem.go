@@ -39,13 +39,11 @@ var (
 	probTooLarge     = problemKind{"body-too-large", "Request body too large", http.StatusRequestEntityTooLarge}
 	probMediaType    = problemKind{"unsupported-media-type", "Unsupported media type", http.StatusUnsupportedMediaType}
 	probNotFound     = problemKind{"not-found", "Not found", http.StatusNotFound}
-	probMethod       = problemKind{"method-not-allowed", "Method not allowed", http.StatusMethodNotAllowed}
 	probConflict     = problemKind{"conflict", "Conflict", http.StatusConflict}
 	probSlugRetired  = problemKind{"slug-retired", "Slug retired", http.StatusConflict}
 	probPrecondition = problemKind{"precondition-failed", "Precondition failed", http.StatusPreconditionFailed}
 	probUnauthorized = problemKind{"unauthorized", "Unauthorized", http.StatusUnauthorized}
 	probInternal     = problemKind{"internal", "Internal error", http.StatusInternalServerError}
-	probUnavailable  = problemKind{"unavailable", "Service unavailable", http.StatusServiceUnavailable}
 )
 
 type problemKind struct {

@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -318,8 +319,9 @@ func decodeStrict(s string, minLen int) ([]byte, bool) {
 const b64Alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 
 var (
-	// b64Pairs maps 12 bits to the two alphabet characters encoding them.
-	b64Pairs [1 << 12][2]byte
+	// b64Pairs maps 12 bits to the two alphabet characters encoding them,
+	// first character in the high byte.
+	b64Pairs [1 << 12]uint16
 	// b64Dec[i][c] is the 6-bit value of c shifted into position i of a
 	// 4-character quantum, or b64Invalid for bytes outside the alphabet.
 	b64Dec [4][256]uint32
@@ -329,7 +331,7 @@ const b64Invalid = 0xFF000000
 
 func init() {
 	for i := range b64Pairs {
-		b64Pairs[i] = [2]byte{b64Alphabet[i>>6], b64Alphabet[i&0x3F]}
+		b64Pairs[i] = uint16(b64Alphabet[i>>6])<<8 | uint16(b64Alphabet[i&0x3F])
 	}
 	for i := range b64Dec {
 		for c := range b64Dec[i] {
@@ -348,20 +350,26 @@ func init() {
 func b64Encode(dst, src []byte) []byte {
 	n := base64.RawURLEncoding.EncodedLen(len(src))
 	out := dst[:n]
-	for len(src) >= 3 {
+	// 6 bytes to 8 characters per step, reading and writing whole words.
+	for len(src) >= 8 && len(dst) >= 8 {
+		v := binary.BigEndian.Uint64(src)
+		binary.BigEndian.PutUint64(dst,
+			uint64(b64Pairs[v>>52&0xFFF])<<48|uint64(b64Pairs[v>>40&0xFFF])<<32|
+				uint64(b64Pairs[v>>28&0xFFF])<<16|uint64(b64Pairs[v>>16&0xFFF]))
+		src, dst = src[6:], dst[8:]
+	}
+	for len(src) >= 3 && len(dst) >= 4 {
 		v := uint(src[0])<<16 | uint(src[1])<<8 | uint(src[2])
-		hi, lo := b64Pairs[v>>12], b64Pairs[v&0xFFF]
-		dst[0], dst[1], dst[2], dst[3] = hi[0], hi[1], lo[0], lo[1]
+		binary.BigEndian.PutUint32(dst, uint32(b64Pairs[v>>12&0xFFF])<<16|uint32(b64Pairs[v&0xFFF]))
 		src, dst = src[3:], dst[4:]
 	}
 	switch len(src) {
 	case 1:
-		p := b64Pairs[uint(src[0])<<4]
-		dst[0], dst[1] = p[0], p[1]
+		binary.BigEndian.PutUint16(dst, b64Pairs[uint(src[0])<<4])
 	case 2:
 		v := uint(src[0])<<16 | uint(src[1])<<8
-		hi, lo := b64Pairs[v>>12], b64Pairs[v&0xFFF]
-		dst[0], dst[1], dst[2] = hi[0], hi[1], lo[0]
+		binary.BigEndian.PutUint16(dst, b64Pairs[v>>12&0xFFF])
+		dst[2] = byte(b64Pairs[v&0xFFF] >> 8)
 	}
 	return out
 }
@@ -375,18 +383,28 @@ func b64DecodedLen(n int) (int, bool) {
 	return n/4*3 + (n%4*6)/8, true
 }
 
-// b64Decode decodes s into dst, whose length must be b64DecodedLen(len(s)),
-// and reports whether s is canonical base64url.
+// b64Decode decodes s into dst and reports whether s is canonical
+// base64url whose decoded length is exactly len(dst).
 func b64Decode(dst []byte, s string) bool {
+	if n, ok := b64DecodedLen(len(s)); !ok || n != len(dst) {
+		return false
+	}
 	var bad uint32
+	// 8 characters to 6 bytes per step, with one word store.
+	for len(s) >= 8 && len(dst) >= 8 {
+		v1 := b64Dec[0][s[0]] | b64Dec[1][s[1]] | b64Dec[2][s[2]] | b64Dec[3][s[3]]
+		v2 := b64Dec[0][s[4]] | b64Dec[1][s[5]] | b64Dec[2][s[6]] | b64Dec[3][s[7]]
+		bad |= v1 | v2
+		binary.BigEndian.PutUint64(dst, uint64(v1)<<40|uint64(v2&0xFFFFFF)<<16)
+		s, dst = s[8:], dst[6:]
+	}
 	for len(s) >= 4 && len(dst) >= 3 {
 		v := b64Dec[0][s[0]] | b64Dec[1][s[1]] | b64Dec[2][s[2]] | b64Dec[3][s[3]]
 		bad |= v
 		dst[0], dst[1], dst[2] = byte(v>>16), byte(v>>8), byte(v)
 		s, dst = s[4:], dst[3:]
 	}
-	switch len(s) {
-	case 0:
+	switch len(s) { // 0, 2 or 3 characters remain
 	case 2:
 		v := b64Dec[0][s[0]] | b64Dec[1][s[1]]
 		if v&0xFFFF != 0 { // the 4 spare bits must be zero
@@ -401,8 +419,6 @@ func b64Decode(dst []byte, s string) bool {
 		}
 		bad |= v
 		dst[0], dst[1] = byte(v>>16), byte(v>>8)
-	default:
-		return false
 	}
 	return bad&b64Invalid == 0
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // secret returns a deterministic 32-byte test secret.
@@ -396,47 +397,61 @@ func TestRejectionIsFoundWithErrorsAs(t *testing.T) {
 	}
 }
 
+// sealWithNonce seals like Ring.Seal but with a chosen nonce, so that
+// every fuzzing process mints the very same seed tokens.
+func sealWithNonce(r *Ring, nonce byte, plaintext []byte) string {
+	k := r.minter
+	raw := append(bytes.Clone(k.id[:]), bytes.Repeat([]byte{nonce}, nonceLen)...)
+	raw = k.aead.Seal(raw, raw[kidLen:], plaintext, k.aad)
+	return encodeToken(raw)
+}
+
 // FuzzUnseal feeds arbitrary tokens to Ring.Unseal and Sealer.Open. Neither
 // may panic, and nothing but a token minted here may ever be accepted:
 // strict decoding gives every token exactly one spelling, so acceptance of
 // anything else would be a forgery or a malleability bug.
 func FuzzUnseal(f *testing.F) {
 	ring := mustRing(f, secret(1), secret(2))
-	clk := &fakeClock{t: epoch}
-	s := &Sealer{Codec: ring, Now: clk.Now}
+	s := &Sealer{Codec: ring, Now: (&fakeClock{t: epoch}).Now}
 	b := Binding{Tenant: "acme", Audience: "acme", Method: MethodToolsCall, Target: "deploy",
 		Args: []byte(`{"env":"prod"}`), Principal: `["iss","alice","cli"]`}
 	minted := map[string]bool{}
-	for _, p := range [][]byte{nil, []byte("x"), bytes.Repeat([]byte("y"), 100)} {
-		tok := mustSeal(f, ring, p)
+	mint := func(tok string) {
 		minted[tok] = true
 		f.Add(tok)
 	}
-	for round := range 3 {
-		tok, _, err := s.Seal(context.Background(), b, &Claims{FlowID: "flow-1", Round: round + 1, State: []byte("st")})
-		if err != nil {
-			f.Fatal(err)
+	for i, p := range [][]byte{nil, []byte("x"), bytes.Repeat([]byte("y"), 100)} {
+		mint(sealWithNonce(ring, byte(i), p))
+	}
+	// Valid claims for b, with a fixed salt, so Open has seeds to accept.
+	mac, _ := ring.principalMAC(ring.MinterID(), [principalSaltLen]byte{7}, b.Principal)
+	for round := 1; round <= 3; round++ {
+		c := &Claims{IssuedAt: epoch, Expiry: epoch.Add(time.Minute), FlowStart: epoch, Round: round,
+			Tenant: b.Tenant, Audience: b.Audience, Method: b.Method, Target: b.Target, Args: ArgsDigest(b.Args),
+			Principal: encodePrincipalClaim([principalSaltLen]byte{7}, mac), FlowID: "flow-1", State: []byte("st")}
+		tok := sealWithNonce(ring, byte(10+round), appendClaims(nil, c))
+		if _, err := s.Open(context.Background(), tok, b); err != nil {
+			f.Fatalf("seed for round %d: %v", round, err)
 		}
-		minted[tok] = true
-		f.Add(tok)
+		mint(tok)
 	}
 	for _, seed := range []string{"", "v1.", "v1.AAAA", "v2.abcd", "v1." + strings.Repeat("A", 43), "v1.====", "v1.\n\n"} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, token string) {
-		if _, _, err := ring.Unseal(context.Background(), token); err == nil && !minted[token] {
+		_, _, err := ring.Unseal(context.Background(), token)
+		if err == nil && !minted[token] {
 			t.Fatalf("Ring.Unseal accepted a token it never minted: %q", token)
-		} else if err != nil {
-			if _, ok := errors.AsType[*Rejection](err); !ok {
-				t.Fatalf("Ring.Unseal error %v is not a *Rejection", err)
-			}
 		}
-		if _, err := s.Open(context.Background(), token, b); err == nil && !minted[token] {
+		if _, ok := errors.AsType[*Rejection](err); err != nil && !ok {
+			t.Fatalf("Ring.Unseal error %v is not a *Rejection", err)
+		}
+		_, err = s.Open(context.Background(), token, b)
+		if err == nil && !minted[token] {
 			t.Fatalf("Sealer.Open accepted a token never minted: %q", token)
-		} else if err != nil {
-			if _, ok := errors.AsType[*Rejection](err); !ok {
-				t.Fatalf("Sealer.Open error %v is not a *Rejection", err)
-			}
+		}
+		if _, ok := errors.AsType[*Rejection](err); err != nil && !ok {
+			t.Fatalf("Sealer.Open error %v is not a *Rejection", err)
 		}
 	})
 }
@@ -476,6 +491,24 @@ func TestBase64CodecAgreesWithEncodingBase64Strict(t *testing.T) {
 	}
 	for _, s := range []string{"", "A", "AA", "AB", "AAA", "AAB", "AAAA", "AAAAA", "AAAAAA", "AAAAAAA", "_-_-", "AA==", "A=", "AAA\n", "A\nAA", "+/AA", "AAAA AAAA", "\x00AAA", "AAA\xff"} {
 		f(s)
+	}
+	// Long bodies, through the word-at-a-time path, intact and with one
+	// character replaced by each of a few bad or merely different bytes at
+	// every position.
+	for n := range 120 {
+		src := make([]byte, n)
+		for i := range src {
+			src[i] = byte(i*131 + n*7)
+		}
+		enc := std.EncodeToString(src)
+		f(enc)
+		if n == 40 || n == 41 || n == 119 {
+			for i := range len(enc) {
+				for _, c := range []byte{'=', '+', '/', '\n', 0, 0xff, 'A', '_'} {
+					f(enc[:i] + string(c) + enc[i+1:])
+				}
+			}
+		}
 	}
 	// Every 2- and 3-character tail, over the whole byte range.
 	for a := range 256 {

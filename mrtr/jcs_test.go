@@ -234,3 +234,11 @@ func FuzzCanonicalize(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkArgsDigest(b *testing.B) {
+	args := json.RawMessage(`{"replicas":3,"env":"prod","tags":["a","b"],"dry_run":false}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		argsDigest(args)
+	}
+}

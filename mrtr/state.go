@@ -165,7 +165,8 @@ type Sealer struct {
 	Policy Policy
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Revoked reports whether a flow was cancelled. It cannot fail: an
+	// Revoked reports whether a flow was cancelled. Open consults it last,
+	// only for otherwise valid state that names a flow. It cannot fail: an
 	// implementation that cannot tell must decide, and failing closed
 	// (true) is the safe choice. nil means nothing is revoked.
 	Revoked func(ctx context.Context, flowID string) bool
@@ -197,6 +198,8 @@ func (s *Sealer) bindingKey(keyID string) ([]byte, bool) {
 // Errors are for the server's log, not the client: the endpoint should
 // answer with a generic internal error, except that [ErrTooManyRounds] and
 // [ErrStateTooLarge] (test with errors.Is) describe the tool's behaviour.
+// After an error, c may have been partly updated and must not be reused as
+// if sealed.
 func (s *Sealer) Seal(ctx context.Context, b Binding, c *Claims) (token, keyID string, err error) {
 	if s.Codec == nil {
 		return "", "", errors.New("mrtr: seal request state: no codec")
@@ -319,7 +322,8 @@ func (s *Sealer) Open(ctx context.Context, token string, b Binding) (*Claims, er
 	if !(now < exp) {
 		return nil, reject(ReasonExpired)
 	}
-	if life := exp - iat; !(life > 0 && life <= p.TTL.Milliseconds()) {
+	// iat <= now+skew and exp > now hold here, so neither sum can overflow.
+	if !(iat < exp && exp <= iat+p.TTL.Milliseconds()) {
 		return nil, reject(ReasonLifetime)
 	}
 	if c.Tenant != b.Tenant {

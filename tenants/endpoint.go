@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -125,10 +126,14 @@ func slugOf(path string) (string, bool) {
 	return slug, true
 }
 
-// originAllowed guards against DNS rebinding: a browser request (one with
-// an Origin header) must come from the platform's own origin or one the
-// tenant allows.
+// originAllowed guards against DNS rebinding. The Host must be the
+// platform's public host, a loopback name, or one the operator allows; a
+// browser request (one with an Origin header) must come from the same
+// host, the platform's public origin, or an origin the tenant allows.
 func (reg *Registry) originAllowed(r *http.Request, s *snapshot) bool {
+	if !reg.hostAllowed(r.Host) {
+		return false
+	}
 	origin := r.Header.Get("Origin")
 	if origin == "" {
 		return true
@@ -136,7 +141,31 @@ func (reg *Registry) originAllowed(r *http.Request, s *snapshot) bool {
 	if s.origins[strings.TrimSuffix(origin, "/")] {
 		return true
 	}
-	if pu, err := url.Parse(reg.opts.PublicURL); err == nil && pu.Scheme+"://"+pu.Host == origin {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	return strings.EqualFold(u.Host, r.Host) || strings.EqualFold(u.Host, reg.publicHost)
+}
+
+// hostAllowed reports whether a request's Host names this platform.
+func (reg *Registry) hostAllowed(host string) bool {
+	if host == "" {
+		return false
+	}
+	if strings.EqualFold(host, reg.publicHost) || reg.allowedHosts[strings.ToLower(host)] {
+		return true
+	}
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+	}
+	name = strings.Trim(strings.ToLower(name), "[]")
+	if reg.allowedHosts[name] {
+		return true
+	}
+	switch name {
+	case "localhost", "127.0.0.1", "::1":
 		return true
 	}
 	return false
@@ -201,42 +230,49 @@ func fieldName(te *json.UnmarshalTypeError) string {
 	return te.Field
 }
 
-// checkEnvelope applies the per-request rules of 2026-07-28 in order:
-// headers agree with the body (-32020), required _meta is present
-// (-32602), the version is supported (-32022).
+// checkEnvelope applies the per-request rules of 2026-07-28 in the order
+// clients and the conformance suite rely on: the version header is
+// present (-32020); the required _meta is present (-32602); header and
+// _meta agree (-32020); the version is supported (-32022); Mcp-Method and
+// Mcp-Name agree with the body (-32020).
 func (c *call) checkEnvelope() *rpcError {
 	h := c.r.Header
-	var bodyVersion string
-	if raw, ok := c.p.Meta[metaProtocolVersion]; ok {
-		if json.Unmarshal(raw, &bodyVersion) != nil {
-			return errInvalidParams("Invalid params: _meta." + metaProtocolVersion + " must be a string")
-		}
+	headerVersion, hasHeader := headerValue(h, "MCP-Protocol-Version")
+	if !hasHeader {
+		return headerMismatch("MCP-Protocol-Version", true)
 	}
-	headerVersion := h.Get("MCP-Protocol-Version")
-	if bodyVersion != "" && headerVersion != bodyVersion {
-		return headerMismatch("MCP-Protocol-Version", headerVersion == "")
+	if c.p.Meta == nil {
+		return errInvalidParams("Invalid params: _meta is required, with " + metaProtocolVersion + " and " + metaClientCaps)
 	}
-	if m := h.Get("Mcp-Method"); m != c.method {
-		return headerMismatch("Mcp-Method", m == "")
-	}
-	if err := c.decodeTarget(); err != nil {
-		return err
-	}
-	if bodyVersion == "" {
+	rawVersion, ok := c.p.Meta[metaProtocolVersion]
+	if !ok {
 		return errInvalidParams("Invalid params: _meta." + metaProtocolVersion + " is required")
 	}
-	if bodyVersion != ProtocolVersion {
-		return newError(http.StatusBadRequest, codeUnsupportedVer, "Unsupported protocol version",
-			map[string]any{"supported": supportedVersions, "requested": bodyVersion})
+	var bodyVersion string
+	if json.Unmarshal(rawVersion, &bodyVersion) != nil || bodyVersion == "" {
+		return errInvalidParams("Invalid params: _meta." + metaProtocolVersion + " must be a non-empty string")
 	}
 	caps, ok := c.p.Meta[metaClientCaps]
 	if !ok {
 		return errInvalidParams("Invalid params: _meta." + metaClientCaps + " is required ({} for none)")
 	}
-	if json.Unmarshal(caps, &c.caps) != nil || len(caps) == 0 || caps[0] != '{' {
+	if len(caps) == 0 || caps[0] != '{' || json.Unmarshal(caps, &c.caps) != nil {
 		return errInvalidParams("Invalid params: _meta." + metaClientCaps + " must be an object")
 	}
 	c.rawCaps = caps
+	if headerVersion != bodyVersion {
+		return headerMismatch("MCP-Protocol-Version", false)
+	}
+	if bodyVersion != ProtocolVersion {
+		return newError(http.StatusBadRequest, codeUnsupportedVer, "Unsupported protocol version",
+			map[string]any{"supported": supportedVersions, "requested": bodyVersion})
+	}
+	if m, ok := headerValue(h, "Mcp-Method"); !ok || m != c.method {
+		return headerMismatch("Mcp-Method", !ok)
+	}
+	if err := c.decodeTarget(); err != nil {
+		return err
+	}
 	if pt, ok := c.p.Meta["progressToken"]; ok && len(pt) > 0 && (pt[0] == '"' || pt[0] == '-' || (pt[0] >= '0' && pt[0] <= '9')) {
 		c.progressToken = pt
 	}
@@ -285,13 +321,14 @@ func headerValue(h http.Header, name string) (string, bool) {
 		return "", false
 	}
 	v := vs[0]
-	if inner, ok := strings.CutPrefix(v, "=?base64?"); ok {
-		if inner, ok = strings.CutSuffix(inner, "?="); ok {
-			if b, err := base64.StdEncoding.DecodeString(inner); err == nil {
-				return string(b), true
-			}
+	// Only a value with both markers is encoded; anything else is literal.
+	if strings.HasPrefix(v, "=?base64?") && strings.HasSuffix(v, "?=") && len(v) >= len("=?base64??=") {
+		inner := v[len("=?base64?") : len(v)-len("?=")]
+		b, err := base64.StdEncoding.Strict().DecodeString(inner)
+		if err != nil {
+			return "", true // present but undecodable: matches nothing
 		}
-		return "", true // undecodable: present but matches nothing
+		return string(b), true
 	}
 	return v, true
 }

@@ -80,10 +80,12 @@ func errInvalidState() *rpcError {
 
 // response is an outbound JSON-RPC response.
 type response struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Result  any             `json:"result,omitempty"`
-	Error   *rpcError       `json:"error,omitempty"`
+	JSONRPC string `json:"jsonrpc"`
+	// ID is omitted, not null, when the request's id is unknown: the MCP
+	// schema allows only strings and integers.
+	ID     json.RawMessage `json:"id,omitempty"`
+	Result any             `json:"result,omitempty"`
+	Error  *rpcError       `json:"error,omitempty"`
 }
 
 // notification is an outbound JSON-RPC notification.
@@ -116,9 +118,6 @@ func writeJSON(w http.ResponseWriter, status int, msg any) {
 
 // writeError sends a JSON-RPC error response with its HTTP status.
 func writeError(w http.ResponseWriter, id json.RawMessage, e *rpcError) {
-	if id == nil {
-		id = json.RawMessage("null")
-	}
 	status := e.status
 	if status == 0 {
 		status = http.StatusBadRequest

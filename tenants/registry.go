@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +33,9 @@ type Options struct {
 	StateKeys string
 	// Version is reported in serverInfo.
 	Version string
+	// AllowedHosts are extra Host header values (host or host:port) the
+	// endpoints answer to, beyond the public URL's host and loopback.
+	AllowedHosts []string
 }
 
 // Registry resolves tenants to cached catalogue snapshots, keeps them
@@ -42,6 +47,9 @@ type Registry struct {
 	webhooks *webhookClient
 	hub      *hub
 	flows    *flowEngine
+
+	publicHost   string
+	allowedHosts map[string]bool
 
 	mu      sync.RWMutex
 	cache   map[string]*snapshot
@@ -84,6 +92,13 @@ func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
 		cache:    map[string]*snapshot{},
 		missing:  map[string]bool{},
 		done:     make(chan struct{}),
+	}
+	if u, err := url.Parse(opts.PublicURL); err == nil {
+		r.publicHost = u.Host
+	}
+	r.allowedHosts = map[string]bool{}
+	for _, h := range opts.AllowedHosts {
+		r.allowedHosts[strings.ToLower(strings.TrimSpace(h))] = true
 	}
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.stop = cancel

@@ -336,3 +336,21 @@ func RPCError(t testing.TB, r *Response) (int, string, map[string]any) {
 	data, _ := e["data"].(map[string]any)
 	return int(e["code"].(float64)), e["message"].(string), data
 }
+
+// WithConfig adjusts any setting.
+func WithConfig(f func(*config.Config)) Option { return Option(f) }
+
+// Tenant creates a tenant and returns its slug.
+func (p *Platform) Tenant(t testing.TB, slug string) string {
+	t.Helper()
+	p.MustAdmin(t, 201, "POST", "/api/v1/tenants", map[string]any{"slug": slug, "displayName": slug})
+	return slug
+}
+
+// Tool registers a tool and returns its webhook secret.
+func (p *Platform) Tool(t testing.TB, slug string, def map[string]any) string {
+	t.Helper()
+	m := p.MustAdmin(t, 201, "POST", "/api/v1/tenants/"+slug+"/tools", def)
+	s, _ := m["webhookSecret"].(string)
+	return s
+}

@@ -1,0 +1,202 @@
+// Command conformance runs the official MCP conformance suite against a
+// platform it starts in-process, with the conformance tenant registered
+// through the admin API and answered by the conformance webhook backend.
+// It prints one line per scenario and a last line "N passed, N failed",
+// and exits non-zero on any failure. scripts/conformance installs the
+// suite and Node 22 and then runs this.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/opsmcp/platform/config"
+	"github.com/opsmcp/platform/internal/conformance"
+	"github.com/opsmcp/platform/server"
+)
+
+func main() {
+	node := flag.String("node", "", "path to the Node.js 22 binary")
+	cli := flag.String("cli", "", "path to the conformance suite's dist/index.js")
+	mrtrOnly := flag.Bool("mrtr", false, "run only the input-required-result-* scenarios")
+	scenario := flag.String("scenario", "", "run only this scenario")
+	verbose := flag.Bool("verbose", false, "print every check of failing scenarios")
+	keep := flag.String("out", "", "keep the suite's results in this folder")
+	flag.Parse()
+	if *node == "" || *cli == "" {
+		fmt.Fprintln(os.Stderr, "conformance: --node and --cli are required")
+		os.Exit(2)
+	}
+	os.Exit(run(*node, *cli, *mrtrOnly, *scenario, *verbose, *keep))
+}
+
+func run(node, cli string, mrtrOnly bool, only string, verbose bool, keep string) int {
+	work, err := os.MkdirTemp("", "conformance-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(work)
+	out := keep
+	if out == "" {
+		out = filepath.Join(work, "results")
+	}
+
+	platformURL, stop, backend, err := start(work)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "conformance: start:", err)
+		return 1
+	}
+	defer stop()
+	_ = backend
+	endpoint := platformURL + "/t/conformance/mcp"
+
+	scenarios := append(append([]string{}, conformance.ServerScenarios...), conformance.MRTRScenarios...)
+	if mrtrOnly {
+		scenarios = conformance.MRTRScenarios
+	}
+	if only != "" {
+		scenarios = []string{only}
+	}
+	passed, failed := 0, 0
+	for _, sc := range scenarios {
+		dir := filepath.Join(out, sc)
+		cmd := exec.Command(node, cli, "server", "--url", endpoint, "--scenario", sc, "--spec-version", "2026-07-28", "-o", dir)
+		log, runErr := cmd.CombinedOutput()
+		checks := readChecks(dir)
+		var fails, warns []string
+		for _, c := range checks {
+			switch c.Status {
+			case "FAILURE":
+				fails = append(fails, c.ID+": "+firstLine(c.ErrorMessage))
+			case "WARNING":
+				warns = append(warns, c.ID)
+			}
+		}
+		ok := runErr == nil && len(fails) == 0 && len(checks) > 0
+		if ok {
+			passed++
+			line := fmt.Sprintf("PASS %s (%d checks)", sc, len(checks))
+			if len(warns) > 0 {
+				line += " warnings: " + strings.Join(warns, ", ")
+			}
+			fmt.Println(line)
+			continue
+		}
+		failed++
+		fmt.Printf("FAIL %s: %s\n", sc, strings.Join(fails, "; "))
+		if verbose || len(checks) == 0 {
+			fmt.Println(indent(string(log)))
+		}
+	}
+	fmt.Printf("%d passed, %d failed\n", passed, failed)
+	if failed > 0 {
+		return 1
+	}
+	return 0
+}
+
+type check struct {
+	ID           string `json:"id"`
+	Status       string `json:"status"`
+	ErrorMessage string `json:"errorMessage"`
+}
+
+// readChecks reads the checks.json the suite wrote under dir.
+func readChecks(dir string) []check {
+	var all []check
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.Name() == "checks.json" {
+			b, _ := os.ReadFile(path)
+			var cs []check
+			if json.Unmarshal(b, &cs) == nil {
+				all = append(all, cs...)
+			}
+		}
+		return nil
+	})
+	return all
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n    ")
+}
+
+// start runs the platform and the backend on free loopback ports and
+// registers the conformance tenant.
+func start(work string) (string, func(), *conformance.Backend, error) {
+	var tok [16]byte
+	_, _ = rand.Read(tok[:])
+	token := hex.EncodeToString(tok[:])
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, nil, err
+	}
+	fs := flag.NewFlagSet("conformance", flag.ContinueOnError)
+	cfg, err := config.Load(fs, nil, func(string) string { return "" })
+	if err != nil {
+		return "", nil, nil, err
+	}
+	cfg.DatabaseURL = "sqlite:" + filepath.Join(work, "platform.db")
+	cfg.Listen = ln.Addr().String()
+	cfg.PublicURL = "http://" + ln.Addr().String()
+	cfg.BootstrapToken = token
+	cfg.AllowPrivateWebhooks = true
+	logFile, err := os.Create(filepath.Join(work, "platform.log"))
+	if err != nil {
+		return "", nil, nil, err
+	}
+	logger := slog.New(slog.NewJSONHandler(logFile, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := server.New(ctx, cfg, logger, "conformance")
+	if err != nil {
+		cancel()
+		return "", nil, nil, err
+	}
+	done := make(chan struct{})
+	go func() { _ = srv.Serve(ctx, ln); close(done) }()
+
+	backend := &conformance.Backend{}
+	hookLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		return "", nil, nil, err
+	}
+	hookSrv := &http.Server{Handler: backend, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = hookSrv.Serve(hookLn) }()
+
+	platformURL := "http://" + ln.Addr().String()
+	stop := func() {
+		cancel()
+		<-done
+		_ = hookSrv.Close()
+		srv.Close()
+		logFile.Close()
+	}
+	if err := conformance.Register(platformURL, token, "conformance", "http://"+hookLn.Addr().String()+"/hook", backend); err != nil {
+		stop()
+		return "", nil, nil, err
+	}
+	return platformURL, stop, backend, nil
+}
