@@ -288,7 +288,9 @@ func TestWebhookFailuresBecomeToolErrorsNamingTheFailure(t *testing.T) {
 		{"status", func(w http.ResponseWriter, _ *webhook.Request) { http.Error(w, "boom", 500) }},
 		{"invalid_json", func(w http.ResponseWriter, _ *webhook.Request) { io.WriteString(w, "<html>") }},
 		{"contract", func(w http.ResponseWriter, _ *webhook.Request) { io.WriteString(w, `{"type":"maybe"}`) }},
-		{"contract", func(w http.ResponseWriter, _ *webhook.Request) { io.WriteString(w, `{"type":"complete","result":{"content":"not an array"}}`) }},
+		{"contract", func(w http.ResponseWriter, _ *webhook.Request) {
+			io.WriteString(w, `{"type":"complete","result":{"content":"not an array"}}`)
+		}},
 		{"contract", func(w http.ResponseWriter, _ *webhook.Request) {
 			io.WriteString(w, `{"type":"input_required","inputRequests":{"x":{"method":"tools/call"}}}`)
 		}},
