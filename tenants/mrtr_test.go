@@ -35,7 +35,11 @@ func chainTool(name, url string) obj {
 		"handler":     obj{"url": url},
 		"inputs": []obj{
 			formInput("who", "Your name?", "name"),
-			func() obj { m := formInput("colour", "Colour for {{args.order}}?", "colour"); m["when"] = obj{"input": "who"}; return m }(),
+			func() obj {
+				m := formInput("colour", "Colour for {{args.order}}?", "colour")
+				m["when"] = obj{"input": "who"}
+				return m
+			}(),
 			func() obj { m := formInput("size", "Size?", "size"); m["when"] = obj{"input": "colour"}; return m }(),
 		}}
 }
@@ -137,8 +141,8 @@ func TestStateIsBoundToTenantTargetAndArguments(t *testing.T) {
 	args := obj{"order": "o-1"}
 	_, state := inputRequired(t, call(t, p, "alpha", "order", args, nil, nil, allCaps))
 	ans := obj{"who": accept("name", "Ada")}
-	assertFrozen(t, call(t, p, "beta", "order", args, ans, state, allCaps))              // another tenant
-	assertFrozen(t, call(t, p, "alpha", "other", args, ans, state, allCaps))             // another tool
+	assertFrozen(t, call(t, p, "beta", "order", args, ans, state, allCaps))                 // another tenant
+	assertFrozen(t, call(t, p, "alpha", "other", args, ans, state, allCaps))                // another tool
 	assertFrozen(t, call(t, p, "alpha", "order", obj{"order": "o-2"}, ans, state, allCaps)) // other arguments
 	// The same arguments spelled differently are the same arguments.
 	body := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"arguments":{"order":"o-1"},"name":"order","inputResponses":{"who":{"action":"accept","content":{"name":"Ada"}}},"requestState":` + mustQuote(state) + `,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`
