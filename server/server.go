@@ -82,6 +82,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		PublicURL:    cfg.PublicURL,
 		Logger:       log,
 		Changed:      reg.Invalidate,
+		Flows:        reg,
 	})
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", s.ready)

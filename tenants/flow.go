@@ -105,7 +105,10 @@ func (reg *Registry) openRound(c *call, b mrtr.Binding) (*round, *rpcError) {
 	}
 	var claims *mrtr.Claims
 	if err == nil {
-		claims, err = reg.flows.sealer(c.snap).Open(c.ctx(), tok, b)
+		sealer := reg.flows.sealer(c.snap)
+		tenantID := c.snap.tenantID
+		sealer.Revoked = func(_ context.Context, flowID string) bool { return reg.isRevoked(tenantID, flowID) }
+		claims, err = sealer.Open(c.ctx(), tok, b)
 	}
 	if err != nil {
 		reason := "codec_error"

@@ -377,3 +377,43 @@ func TestPromptsAndTemplatedResourcesRunFlowsToo(t *testing.T) {
 		t.Fatalf("not found: %d %v", code, data)
 	}
 }
+
+func TestACancelledFlowIsRefusedOnEveryReplica(t *testing.T) {
+	keys := key()
+	db := platformtest.PostgresSchemaURL(t)
+	a := platformtest.Start(t, db, platformtest.WithStateKeys(keys))
+	b := platformtest.Start(t, db, platformtest.WithStateKeys(keys), platformtest.WithConfig(func(c *config.Config) { c.PublicURL = a.URL }))
+	h := newHook(t, confirmHook)
+	a.Tenant(t, "acme")
+	h.setSecret(a.Tool(t, "acme", obj{"name": "deploy", "description": "x", "inputSchema": obj{"type": "object"}, "handler": obj{"url": h.URL}}))
+	_, state := inputRequired(t, call(t, a, "acme", "deploy", obj{}, nil, nil, allCaps))
+	flowID := h.last().Flow.ID
+	_, other := inputRequired(t, call(t, a, "acme", "deploy", obj{}, nil, nil, allCaps))
+
+	if r := a.Admin(t, "POST", "/api/v1/tenants/acme/flows/not-a-flow/cancel", nil); r.Status != 422 {
+		t.Fatalf("bad flow id: %d %s", r.Status, r.Body)
+	}
+	a.MustAdmin(t, 204, "POST", "/api/v1/tenants/acme/flows/"+flowID+"/cancel", nil)
+	confirm := obj{"wh.confirm": obj{"action": "accept", "content": obj{"ok": true}}}
+	assertFrozen(t, call(t, a, "acme", "deploy", obj{}, confirm, state, allCaps))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r := call(t, b, "acme", "deploy", obj{}, confirm, state, allCaps)
+		if r.Status == 400 {
+			assertFrozen(t, r)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("replica b never learned of the cancellation")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(a.Logs.String(), `"reason":"revoked"`) {
+		t.Fatal("the log does not say why")
+	}
+	// Other flows of the same tool carry on.
+	res := platformtest.Result(t, call(t, b, "acme", "deploy", obj{}, confirm, other, allCaps))
+	if res["resultType"] != "complete" {
+		t.Fatalf("another flow was affected: %v", res)
+	}
+}

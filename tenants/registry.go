@@ -3,8 +3,10 @@ package tenants
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -52,6 +54,7 @@ type Registry struct {
 	allowedHosts map[string]bool
 
 	mu      sync.RWMutex
+	revoked map[string]map[string]bool // tenant id -> cancelled flow ids
 	cache   map[string]*snapshot
 	missing map[string]bool // slugs known not to exist, until the next poll
 	loading sync.Mutex
@@ -90,6 +93,7 @@ func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
 		hub:      newHub(),
 		flows:    flows,
 		cache:    map[string]*snapshot{},
+		revoked:  map[string]map[string]bool{},
 		missing:  map[string]bool{},
 		done:     make(chan struct{}),
 	}
@@ -221,10 +225,66 @@ func (r *Registry) poll(ctx context.Context) {
 			}
 		}
 		r.mu.Unlock()
+		if rv, err := r.store.RevokedFlows(ctx); err == nil {
+			set := map[string]map[string]bool{}
+			for _, f := range rv {
+				if set[f.TenantID] == nil {
+					set[f.TenantID] = map[string]bool{}
+				}
+				set[f.TenantID][f.FlowID] = true
+			}
+			r.mu.Lock()
+			r.revoked = set
+			r.mu.Unlock()
+		} else if ctx.Err() == nil {
+			r.log.Warn("revoked-flow refresh failed; keeping the last known set", "err", err)
+		}
 		for _, slug := range stale {
 			if _, err := r.load(ctx, slug); err != nil && ctx.Err() == nil {
 				r.log.Warn("catalogue reload failed", "tenant", slug, "err", err)
 			}
 		}
 	}
+}
+
+// flowIDPattern is the shape of the flow ids this platform mints.
+var flowIDPattern = regexp.MustCompile(`^fl_[A-Za-z0-9_-]{16}$`)
+
+// ErrBadFlowID is returned for a flow id this platform cannot have minted.
+var ErrBadFlowID = errors.New("not a flow id")
+
+// CancelFlow revokes a tenant's flow: its next round, on any replica, gets
+// the frozen requestState rejection. The revocation lasts as long as any
+// state of the flow could still be valid.
+func (r *Registry) CancelFlow(ctx context.Context, slug, flowID string) error {
+	if !flowIDPattern.MatchString(flowID) {
+		return ErrBadFlowID
+	}
+	s, err := r.lookup(ctx, slug)
+	if err != nil {
+		return err
+	}
+	if s == nil {
+		return fmt.Errorf("tenant %q: %w", slug, store.ErrNotFound)
+	}
+	ttl := time.Duration(s.settings.StateTTL()) * time.Second
+	expires := time.Now().Add(ttl*time.Duration(s.settings.Rounds()) + time.Minute)
+	tenantID, err := r.store.RevokeFlow(ctx, slug, flowID, expires)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	if r.revoked[tenantID] == nil {
+		r.revoked[tenantID] = map[string]bool{}
+	}
+	r.revoked[tenantID][flowID] = true
+	r.mu.Unlock()
+	return nil
+}
+
+// isRevoked reports whether a tenant's flow was cancelled.
+func (r *Registry) isRevoked(tenantID, flowID string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.revoked[tenantID][flowID]
 }

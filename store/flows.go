@@ -1,0 +1,49 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// RevokedFlow is a cancelled flow, refused until ExpiresAt.
+type RevokedFlow struct {
+	FlowID    string `gorm:"primaryKey"`
+	TenantID  string
+	RevokedAt time.Time
+	ExpiresAt time.Time
+}
+
+// TableName is the revoked_flows table.
+func (RevokedFlow) TableName() string { return "revoked_flows" }
+
+// RevokeFlow records that a tenant's flow is cancelled until expires.
+// Revoking twice is not an error.
+func (s *Store) RevokeFlow(ctx context.Context, slug, flowID string, expires time.Time) (tenantID string, err error) {
+	err = s.withTenant(ctx, slug, false, func(tx *gorm.DB, t *Tenant) error {
+		tenantID = t.ID
+		row := RevokedFlow{FlowID: flowID, TenantID: t.ID, RevokedAt: time.Now().UTC(), ExpiresAt: expires.UTC()}
+		return tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error
+	})
+	if err != nil {
+		return "", fmt.Errorf("revoke flow: %w", err)
+	}
+	return tenantID, nil
+}
+
+// RevokedFlows lists revocations still in force, and deletes expired ones.
+func (s *Store) RevokedFlows(ctx context.Context) ([]RevokedFlow, error) {
+	now := time.Now().UTC()
+	db := s.db.WithContext(ctx)
+	if err := db.Where("expires_at <= ?", now).Delete(&RevokedFlow{}).Error; err != nil {
+		return nil, fmt.Errorf("prune revoked flows: %w", err)
+	}
+	var out []RevokedFlow
+	if err := db.Where("expires_at > ?", now).Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("read revoked flows: %w", err)
+	}
+	return out, nil
+}
