@@ -292,10 +292,42 @@ func ValidateInputs(inputs []Input) error {
 // declare, Resolve returns a *MissingCapabilityError. Other errors mean
 // the inputs or arguments are invalid.
 func Resolve(inputs []Input, args json.RawMessage, prev Record, responses map[string]json.RawMessage, caps ClientCapabilities) (*Resolution, error) {
-	compiled, err := compileInputs(inputs)
+	ins, err := CompileInputs(inputs)
 	if err != nil {
 		return nil, fmt.Errorf("mrtr: resolve: invalid inputs: %w", err)
 	}
+	return ins.Resolve(args, prev, responses, caps)
+}
+
+// Inputs are declarations checked and compiled once (when a catalogue is
+// loaded), so that resolving a round does not re-validate them. An Inputs
+// is immutable and safe for concurrent use.
+type Inputs struct {
+	compiled []compiledInput
+}
+
+// CompileInputs checks and compiles declarations; the error is an
+// *InputError, as from ValidateInputs.
+func CompileInputs(inputs []Input) (*Inputs, error) {
+	compiled, err := compileInputs(inputs)
+	if err != nil {
+		return nil, err
+	}
+	return &Inputs{compiled: compiled}, nil
+}
+
+// Len is the number of declared inputs.
+func (ins *Inputs) Len() int {
+	if ins == nil {
+		return 0
+	}
+	return len(ins.compiled)
+}
+
+// Resolve is the package-level Resolve over compiled declarations.
+func (ins *Inputs) Resolve(args json.RawMessage, prev Record, responses map[string]json.RawMessage, caps ClientCapabilities) (*Resolution, error) {
+	compiled := ins.compiled
+	var err error
 	var argv map[string]any
 	for i := range compiled {
 		if compiled[i].usesArgs {

@@ -22,7 +22,7 @@ import (
 type target struct {
 	kind    string // webhook.KindTool, KindPrompt or KindResource
 	name    string
-	inputs  []mrtr.Input
+	inputs  *mrtr.Inputs
 	handler *catalogue.Handler
 	secret  string
 	args    json.RawMessage // what the webhook receives as arguments
@@ -364,8 +364,8 @@ func (reg *Registry) resourceTarget(c *call, rsp *responder) (*target, *rpcError
 func (reg *Registry) runFlow(c *call, rsp *responder, t *target, b mrtr.Binding, rd *round, responses map[string]json.RawMessage) {
 	declared, hookResponses := splitResponses(responses, rd.state.Asked)
 	var answers map[string]webhook.Answer
-	if len(t.inputs) > 0 {
-		res, err := mrtr.Resolve(t.inputs, t.args, rd.record, declared, c.caps)
+	if t.inputs.Len() > 0 {
+		res, err := t.inputs.Resolve(t.args, rd.record, declared, c.caps)
 		if err != nil {
 			var mc *mrtr.MissingCapabilityError
 			if errors.As(err, &mc) {

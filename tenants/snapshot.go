@@ -43,7 +43,7 @@ type toolEntry struct {
 	// headers maps a lower-cased Mcp-Param-{Name} suffix to its argument.
 	headers map[string]headerParam
 	// declared are the inputs gathered before the webhook is called.
-	declared []mrtr.Input
+	declared *mrtr.Inputs
 }
 
 type headerParam struct {
@@ -55,7 +55,7 @@ type headerParam struct {
 type promptEntry struct {
 	def      catalogue.Prompt
 	secret   string
-	declared []mrtr.Input
+	declared *mrtr.Inputs
 }
 
 type resourceEntry struct {
@@ -66,7 +66,7 @@ type templateEntry struct {
 	def      catalogue.ResourceTemplate
 	tmpl     *catalogue.URITemplate
 	secret   string
-	declared []mrtr.Input
+	declared *mrtr.Inputs
 }
 
 // buildSnapshot indexes a catalogue read from the store. A definition that
@@ -165,8 +165,8 @@ func buildSnapshot(c *store.Catalogue) (*snapshot, []error) {
 	return s, errs
 }
 
-// declaredInputs decodes a definition's declared inputs.
-func declaredInputs(raw json.RawMessage) ([]mrtr.Input, error) {
+// declaredInputs decodes and compiles a definition's declared inputs.
+func declaredInputs(raw json.RawMessage) (*mrtr.Inputs, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
@@ -174,7 +174,7 @@ func declaredInputs(raw json.RawMessage) ([]mrtr.Input, error) {
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return nil, err
 	}
-	return in, mrtr.ValidateInputs(in)
+	return mrtr.CompileInputs(in)
 }
 
 func mustJSON(v any) json.RawMessage {
