@@ -1,0 +1,112 @@
+package webhook_test
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/opsmcp/platform/webhook"
+)
+
+func TestSignedDeliveriesVerifyAndTamperedOnesDoNot(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	body := []byte(`{"version":"1","kind":"tool"}`)
+	h := webhook.Sign("whsec_a", now, body)
+	if err := webhook.Verify("whsec_a", h, body, now, webhook.DefaultTolerance); err != nil {
+		t.Fatalf("genuine delivery refused: %v", err)
+	}
+	cases := []struct {
+		name   string
+		secret string
+		header string
+		body   []byte
+		at     time.Time
+		want   error
+	}{
+		{"other secret", "whsec_b", h, body, now, webhook.ErrBadSignature},
+		{"body changed", "whsec_a", h, []byte(`{"version":"1","kind":"tools"}`), now, webhook.ErrBadSignature},
+		{"replayed later", "whsec_a", h, body, now.Add(6 * time.Minute), webhook.ErrStale},
+		{"from the future", "whsec_a", h, body, now.Add(-6 * time.Minute), webhook.ErrStale},
+		{"timestamp changed", "whsec_a", strings.Replace(h, "t=1800000000", "t=1800000001", 1), body, now, webhook.ErrBadSignature},
+		{"no header", "whsec_a", "", body, now, webhook.ErrNoSignature},
+		{"garbage", "whsec_a", "t=x,v1=zz", body, now, webhook.ErrNoSignature},
+	}
+	for _, tc := range cases {
+		if err := webhook.Verify(tc.secret, tc.header, tc.body, tc.at, webhook.DefaultTolerance); !errors.Is(err, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	// During a secret rotation a header may carry two signatures.
+	both := h + ",v1=" + strings.Split(webhook.Sign("whsec_b", now, body), "v1=")[1]
+	for _, s := range []string{"whsec_a", "whsec_b"} {
+		if err := webhook.Verify(s, both, body, now, webhook.DefaultTolerance); err != nil {
+			t.Errorf("%s: %v", s, err)
+		}
+	}
+}
+
+// TestThePublishedSchemaDescribesTheGoTypes validates real encodings of
+// the contract's Go types against the JSON Schema tenants are given.
+func TestThePublishedSchemaDescribesTheGoTypes(t *testing.T) {
+	f, err := os.Open("schema/v1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	doc, err := jsonschema.UnmarshalJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("urn:opsmcp:webhook:v1", doc); err != nil {
+		t.Fatal(err)
+	}
+	validate := func(def string, v any) error {
+		s, err := c.Compile("urn:opsmcp:webhook:v1#/$defs/" + def)
+		if err != nil {
+			t.Fatalf("compile %s: %v", def, err)
+		}
+		raw, _ := json.Marshal(v)
+		inst, _ := jsonschema.UnmarshalJSON(strings.NewReader(string(raw)))
+		return s.Validate(inst)
+	}
+	req := webhook.Request{Version: "1", Kind: "tool", Name: "book", Arguments: json.RawMessage(`{"a":1}`),
+		Answers:        map[string]webhook.Answer{"who": {Action: "accept", Content: json.RawMessage(`{"name":"Ada"}`)}},
+		InputResponses: map[string]json.RawMessage{"confirm": json.RawMessage(`{"action":"accept"}`)},
+		State:          "s", Principal: &webhook.Principal{Issuer: "https://id.example", Subject: "u1"},
+		Flow: webhook.Flow{ID: "fl_x", Round: 2}, ClientCapabilities: json.RawMessage(`{}`),
+		Trace: &webhook.Trace{Traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}, Stream: true}
+	if err := validate("Request", req); err != nil {
+		t.Fatalf("a real request does not match the schema: %v", err)
+	}
+	good := []any{
+		webhook.Response{Type: "complete", Result: json.RawMessage(`{"content":[]}`)},
+		webhook.Response{Type: "input_required", State: "s"},
+		webhook.Response{Type: "input_required", InputRequests: map[string]json.RawMessage{"k": json.RawMessage(`{"method":"roots/list"}`)}},
+	}
+	for _, r := range good {
+		if err := validate("Response", r); err != nil {
+			t.Errorf("%+v: %v", r, err)
+		}
+	}
+	bad := []any{
+		webhook.Response{Type: "complete"},
+		webhook.Response{Type: "input_required"},
+		webhook.Response{Type: "later"},
+	}
+	for _, r := range bad {
+		if validate("Response", r) == nil {
+			t.Errorf("schema accepts invalid %+v", r)
+		}
+	}
+	total := 2.0
+	ev := webhook.Event{Type: "progress", Progress: 1, Total: &total}
+	if err := validate("Event", ev); err != nil {
+		t.Fatal(err)
+	}
+}
