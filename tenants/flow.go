@@ -18,18 +18,36 @@ import (
 // cannot collide.
 const webhookKeyPrefix = "wh."
 
+// KeyRings gives each tenant the codec its request state is sealed with.
+// The keys package provides Vault-backed and local rings with scheduled
+// rotation; without one, every tenant shares the configured ring.
+type KeyRings interface {
+	// Codec returns the tenant's current codec. An error means the tenant
+	// has no usable ring: its rounds fail closed.
+	Codec(ctx context.Context, tenantID string) (mrtr.Codec, error)
+}
+
+// staticRings serves one ring to every tenant; bindings still keep
+// tenants apart (the tenant id is sealed into every state).
+type staticRings struct{ ring *mrtr.Ring }
+
+func (s staticRings) Codec(context.Context, string) (mrtr.Codec, error) { return s.ring, nil }
+
 // flowEngine seals and opens request state for every tenant.
 type flowEngine struct {
-	codec mrtr.Codec
+	rings KeyRings
 	now   func() time.Time
 }
 
 func newFlowEngine(opts Options) (*flowEngine, error) {
+	if opts.Keys != nil {
+		return &flowEngine{rings: opts.Keys, now: time.Now}, nil
+	}
 	ring, err := ringFromConfig(opts.StateKeys)
 	if err != nil {
 		return nil, err
 	}
-	return &flowEngine{codec: ring, now: time.Now}, nil
+	return &flowEngine{rings: staticRings{ring}, now: time.Now}, nil
 }
 
 // ringFromConfig builds the key ring from comma-separated base64 secrets,
@@ -58,17 +76,21 @@ func ringFromConfig(keys string) (*mrtr.Ring, error) {
 	return ring, nil
 }
 
-// sealer returns the tenant's sealing policy over the shared codec.
-func (f *flowEngine) sealer(s *snapshot) *mrtr.Sealer {
+// sealer returns the tenant's sealing policy over its codec.
+func (f *flowEngine) sealer(ctx context.Context, s *snapshot) (*mrtr.Sealer, error) {
+	codec, err := f.rings.Codec(ctx, s.tenantID)
+	if err != nil {
+		return nil, err
+	}
 	return &mrtr.Sealer{
-		Codec: f.codec,
+		Codec: codec,
 		Policy: mrtr.Policy{
 			TTL:           time.Duration(s.settings.StateTTL()) * time.Second,
 			MaxStateBytes: s.settings.StateBytes(),
 			MaxRounds:     s.settings.Rounds(),
 		},
 		Now: f.now,
-	}
+	}, nil
 }
 
 // flowState is what the platform keeps for a flow between rounds, besides
@@ -105,7 +127,12 @@ func (reg *Registry) openRound(c *call, b mrtr.Binding) (*round, *rpcError) {
 	}
 	var claims *mrtr.Claims
 	if err == nil {
-		sealer := reg.flows.sealer(c.snap)
+		var sealer *mrtr.Sealer
+		if sealer, err = reg.flows.sealer(c.ctx(), c.snap); err != nil {
+			// No usable key ring: fail closed, with the one frozen answer.
+			reg.log.Error("no key ring for tenant", "tenant", c.snap.slug, "err", err)
+			return nil, errInvalidState()
+		}
 		tenantID := c.snap.tenantID
 		sealer.Revoked = func(_ context.Context, flowID string) bool { return reg.isRevoked(tenantID, flowID) }
 		claims, err = sealer.Open(c.ctx(), tok, b)
@@ -152,7 +179,11 @@ func (reg *Registry) seal(ctx context.Context, s *snapshot, b mrtr.Binding, rd *
 		Resolver:  rec,
 		State:     state,
 	}
-	tok, _, err := reg.flows.sealer(s).Seal(ctx, b, claims)
+	sealer, err := reg.flows.sealer(ctx, s)
+	if err != nil {
+		return "", fmt.Errorf("key ring: %w", err)
+	}
+	tok, _, err := sealer.Seal(ctx, b, claims)
 	return tok, err
 }
 

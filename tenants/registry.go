@@ -35,6 +35,9 @@ type Options struct {
 	StateKeys string
 	// Version is reported in serverInfo.
 	Version string
+	// Keys provides per-tenant key rings; nil means one ring from
+	// StateKeys for every tenant.
+	Keys KeyRings
 	// AllowedHosts are extra Host header values (host or host:port) the
 	// endpoints answer to, beyond the public URL's host and loopback.
 	AllowedHosts []string
