@@ -1,7 +1,9 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -119,22 +121,32 @@ func (s *Server) listTenants(c *gin.Context) {
 }
 
 type patchTenantRequest struct {
-	DisplayName *string           `json:"displayName"`
-	Disabled    *bool             `json:"disabled"`
-	Settings    *tenants.Settings `json:"settings"`
-	Version     *int64            `json:"version"`
+	DisplayName *string         `json:"displayName"`
+	Disabled    *bool           `json:"disabled"`
+	Settings    json.RawMessage `json:"settings"`
+	Version     *int64          `json:"version"`
 }
 
-// patchTenant changes the fields present in the body; settings, when
-// present, replace the tenant's settings whole.
+// settingsProblem carries validation failures out of an update.
+type settingsProblem struct{ p *Problem }
+
+func (e *settingsProblem) Error() string { return e.p.Detail }
+
+// patchTenant changes the fields present in the body. settings is a JSON
+// merge patch (RFC 7396) of the current settings: keys present replace,
+// null removes, absent keys are kept.
 func (s *Server) patchTenant(c *gin.Context) {
 	var req patchTenantRequest
 	if p := decodeJSON(c, s.opts.MaxBodyBytes, &req); p != nil {
 		writeProblem(c, p)
 		return
 	}
-	if errs := validateTenant(nil, req.DisplayName, req.Settings); len(errs) > 0 {
+	if errs := validateTenant(nil, req.DisplayName, nil); len(errs) > 0 {
 		writeProblem(c, probValidation.with("the change is not valid", errs...))
+		return
+	}
+	if len(req.Settings) > 0 && req.Settings[0] != '{' {
+		writeProblem(c, probValidation.with("the change is not valid", FieldError{Field: "settings", Message: "must be an object (a merge patch of the settings)"}))
 		return
 	}
 	want, p := ifMatch(c, req.Version)
@@ -149,12 +161,20 @@ func (s *Server) patchTenant(c *gin.Context) {
 		if req.Disabled != nil {
 			t.Disabled = *req.Disabled
 		}
-		if req.Settings != nil {
-			b, _ := json.Marshal(req.Settings)
-			t.Settings = string(b)
+		if len(req.Settings) > 0 {
+			merged, p := mergeSettings([]byte(t.Settings), req.Settings)
+			if p != nil {
+				return &settingsProblem{p}
+			}
+			t.Settings = string(merged)
 		}
 		return nil
 	})
+	var sp *settingsProblem
+	if errors.As(err, &sp) {
+		writeProblem(c, sp.p)
+		return
+	}
 	if err != nil {
 		s.storeProblem(c, err)
 		return
@@ -178,6 +198,52 @@ func (s *Server) deleteTenant(c *gin.Context) {
 	s.changed(c)
 	s.log.Info("tenant deleted", "tenant", c.Param("slug"), "admin", adminOf(c))
 	c.Status(http.StatusNoContent)
+}
+
+// mergeSettings applies an RFC 7396 merge patch to stored settings and
+// validates the result strictly.
+func mergeSettings(current, patch []byte) ([]byte, *Problem) {
+	var cur, pat map[string]any
+	_ = json.Unmarshal(current, &cur)
+	if err := json.Unmarshal(patch, &pat); err != nil {
+		return nil, probValidation.with("the change is not valid", FieldError{Field: "settings", Message: "must be an object"})
+	}
+	merged, _ := json.Marshal(mergePatch(cur, pat))
+	var set tenants.Settings
+	dec := json.NewDecoder(bytes.NewReader(merged))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&set); err != nil {
+		p := jsonProblem(err, 0)
+		for i := range p.Errors {
+			p.Errors[i].Field = "settings." + p.Errors[i].Field
+		}
+		return nil, p
+	}
+	if errs := validateTenant(nil, nil, &set); len(errs) > 0 {
+		return nil, probValidation.with("the change is not valid", errs...)
+	}
+	out, _ := json.Marshal(set)
+	return out, nil
+}
+
+// mergePatch applies patch to target per RFC 7396.
+func mergePatch(target, patch map[string]any) map[string]any {
+	if target == nil {
+		target = map[string]any{}
+	}
+	for k, v := range patch {
+		if v == nil {
+			delete(target, k)
+			continue
+		}
+		if pv, ok := v.(map[string]any); ok {
+			tv, _ := target[k].(map[string]any)
+			target[k] = mergePatch(tv, pv)
+			continue
+		}
+		target[k] = v
+	}
+	return target
 }
 
 func adminOf(c *gin.Context) string {

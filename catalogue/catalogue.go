@@ -69,6 +69,8 @@ type Tool struct {
 	// Inputs are declared inputs the platform gathers from the user
 	// before calling the handler (multi round-trip requests).
 	Inputs json.RawMessage `json:"inputs,omitempty"`
+	// Scopes a caller's token must carry to call the tool.
+	Scopes []string `json:"scopes,omitempty"`
 }
 
 // PromptArgument is one argument a prompt takes.

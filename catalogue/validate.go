@@ -113,6 +113,11 @@ func ValidateTool(t *Tool) error {
 	}
 	p.handler("handler", t.Handler, true)
 	p.inputs(t.Inputs)
+	for i, sc := range t.Scopes {
+		if sc == "" || strings.ContainsAny(sc, " \"\\") {
+			p.add(fmt.Sprintf("scopes[%d]", i), "must be a non-empty scope token")
+		}
+	}
 	return p.err()
 }
 

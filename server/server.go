@@ -16,6 +16,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/opsmcp/platform/api"
+	"github.com/opsmcp/platform/auth"
 	"github.com/opsmcp/platform/config"
 	"github.com/opsmcp/platform/store"
 	"github.com/opsmcp/platform/tenants"
@@ -32,9 +33,16 @@ type Server struct {
 
 func init() { gin.SetMode(gin.ReleaseMode) }
 
+// Option adjusts how New assembles a replica beyond its configuration.
+type Option func(*tenants.Options)
+
+// WithVerifier sets the bearer-token verifier (tests use it to control
+// the clock and key refetch interval).
+func WithVerifier(v *auth.Verifier) Option { return func(o *tenants.Options) { o.Verifier = v } }
+
 // New opens the database, migrates it when configured to, and builds the
 // handler. Close releases what it opened.
-func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version string) (*Server, error) {
+func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version string, opts ...Option) (*Server, error) {
 	st, err := store.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return nil, err
@@ -52,7 +60,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + cfg.Listen
 	}
-	reg, err := tenants.NewRegistry(ctx, tenants.Options{
+	topts := tenants.Options{
 		Store:                st,
 		Logger:               log,
 		PublicURL:            cfg.PublicURL,
@@ -62,7 +70,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		Refresh:              cfg.CatalogueRefresh,
 		StateKeys:            cfg.StateKeys,
 		Version:              version,
-	})
+	}
+	for _, o := range opts {
+		o(&topts)
+	}
+	reg, err := tenants.NewRegistry(ctx, topts)
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -88,6 +100,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	r.GET("/readyz", s.ready)
 	mcp := gin.WrapH(reg)
 	r.Any("/t/:slug/mcp", mcp)
+	r.GET("/.well-known/oauth-protected-resource/t/:slug/mcp", func(c *gin.Context) {
+		reg.ServeMetadata(c.Writer, c.Request, c.Param("slug"))
+	})
 	r.NoRoute(func(c *gin.Context) {
 		c.JSON(http.StatusNotFound, gin.H{"type": "urn:opsmcp:problem:not-found", "title": "Not found", "status": 404, "detail": "no route for " + c.Request.URL.Path})
 	})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/opsmcp/platform/auth"
 	"github.com/opsmcp/platform/catalogue"
 	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/webhook"
@@ -97,10 +98,11 @@ func (r *responder) log(ev *webhook.Event) {
 func (reg *Registry) carrier(c *call) {
 	s := c.snap
 	b := mrtr.Binding{
-		Tenant:   s.tenantID,
-		Audience: reg.audience(s),
-		Method:   c.method,
-		Target:   c.name,
+		Tenant:    s.tenantID,
+		Audience:  reg.audience(s),
+		Method:    c.method,
+		Target:    c.name,
+		Principal: c.principal.Binding(),
 	}
 	if c.method == mrtr.MethodResourcesRead {
 		b.Target = c.uri
@@ -155,6 +157,13 @@ func (reg *Registry) toolTarget(c *call, rsp *responder) (*target, *rpcError) {
 		args = json.RawMessage("{}")
 	} else if args[0] != '{' {
 		return nil, errInvalidParams("Invalid params: arguments must be an object")
+	}
+	if c.principal != nil && len(tool.def.Scopes) > 0 {
+		if missing := c.principal.HasScopes(tool.def.Scopes); len(missing) > 0 {
+			// Name every scope the tool needs, so one new token suffices.
+			c.w.Header().Set("WWW-Authenticate", auth.InsufficientScope(reg.metadataURL(c.snap), tool.def.Scopes))
+			return nil, newError(http.StatusForbidden, codeInvalidRequest, "Forbidden: the token lacks scopes this tool requires", map[string]any{"requiredScopes": tool.def.Scopes})
+		}
 	}
 	if e := checkHeaderParams(c.r.Header, tool.headers, args); e != nil {
 		return nil, e
@@ -400,6 +409,12 @@ func (reg *Registry) runFlow(c *call, rsp *responder, t *target, b mrtr.Binding,
 		Flow:               webhook.Flow{ID: rd.flowID, Round: rd.number},
 		ClientCapabilities: c.rawCaps,
 		Stream:             rsp.sse != nil,
+	}
+	if p := c.principal; p != nil {
+		req.Principal = &webhook.Principal{Issuer: p.Issuer, Subject: p.Subject, Client: p.Client}
+		if p.Machine() {
+			req.Principal.Subject = ""
+		}
 	}
 	if t.kind == webhook.KindResource {
 		req.URI = c.uri

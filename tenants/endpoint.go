@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/opsmcp/platform/auth"
 	"github.com/opsmcp/platform/mrtr"
 )
 
@@ -48,6 +49,8 @@ type call struct {
 	logLevel      string
 	name          string // params.name, decoded
 	uri           string // params.uri, decoded
+	// principal is the verified caller; nil on a public tenant.
+	principal *auth.Principal
 }
 
 // removed are methods of earlier revisions that 2026-07-28 dropped; they
@@ -86,6 +89,10 @@ func (reg *Registry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, nil, newError(http.StatusForbidden, codeInvalidRequest, "Origin not allowed", nil))
 		return
 	}
+	principal, ok := reg.authenticate(w, r, snap)
+	if !ok {
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, reg.opts.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -96,7 +103,7 @@ func (reg *Registry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return // the client went away
 	}
-	c := &call{w: w, r: r, snap: snap}
+	c := &call{w: w, r: r, snap: snap, principal: principal}
 	if e := c.parse(body); e != nil {
 		writeError(w, c.id, e)
 		return
@@ -111,6 +118,57 @@ func (reg *Registry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reg.dispatch(c)
+}
+
+// authenticate verifies the bearer token against the issuers the tenant
+// trusts. A missing or refused token gets 401 with a challenge naming the
+// tenant's protected-resource metadata; the reason is logged, the token
+// never is.
+func (reg *Registry) authenticate(w http.ResponseWriter, r *http.Request, s *snapshot) (*auth.Principal, bool) {
+	cfg := s.settings.Auth
+	if cfg.Public {
+		return nil, true
+	}
+	var tok string
+	if scheme, t, found := strings.Cut(r.Header.Get("Authorization"), " "); found && strings.EqualFold(scheme, "Bearer") {
+		tok = strings.TrimSpace(t)
+	}
+	p, err := reg.verifier.Verify(r.Context(), tok, cfg, reg.audience(s))
+	if err != nil {
+		reason := "error"
+		var te *auth.TokenError
+		if errors.As(err, &te) {
+			reason = te.Reason
+		}
+		if reason != "missing" {
+			reg.log.Warn("bearer token refused", "tenant", s.slug, "reason", reason)
+		}
+		w.Header().Set("WWW-Authenticate", auth.Challenge(reg.metadataURL(s), s.scopes))
+		writeError(w, nil, newError(http.StatusUnauthorized, codeInvalidRequest, "Unauthorized: a valid bearer token for this endpoint is required", nil))
+		return nil, false
+	}
+	return p, true
+}
+
+// metadataURL is where the tenant's protected-resource metadata lives.
+func (reg *Registry) metadataURL(s *snapshot) string {
+	return strings.TrimSuffix(reg.opts.PublicURL, "/") + "/.well-known/oauth-protected-resource/t/" + s.slug + "/mcp"
+}
+
+// ServeMetadata answers GET /.well-known/oauth-protected-resource/t/{slug}/mcp
+// (RFC 9728) for tenants that take tokens.
+func (reg *Registry) ServeMetadata(w http.ResponseWriter, r *http.Request, slug string) {
+	s, err := reg.lookup(r.Context(), slug)
+	if err != nil {
+		http.Error(w, "tenant catalogue unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	if s == nil || s.disabled || s.settings.Auth.Public {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	writeJSON(w, http.StatusOK, auth.Metadata(reg.audience(s), s.settings.Auth, s.scopes))
 }
 
 // slugOf extracts {slug} from /t/{slug}/mcp.

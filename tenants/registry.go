@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/opsmcp/platform/auth"
 	"github.com/opsmcp/platform/store"
 )
 
@@ -35,6 +36,8 @@ type Options struct {
 	StateKeys string
 	// Version is reported in serverInfo.
 	Version string
+	// Verifier checks bearer tokens; nil means a default verifier.
+	Verifier *auth.Verifier
 	// Keys provides per-tenant key rings; nil means one ring from
 	// StateKeys for every tenant.
 	Keys KeyRings
@@ -52,6 +55,7 @@ type Registry struct {
 	webhooks *webhookClient
 	hub      *hub
 	flows    *flowEngine
+	verifier *auth.Verifier
 
 	publicHost   string
 	allowedHosts map[string]bool
@@ -88,8 +92,12 @@ func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Verifier == nil {
+		opts.Verifier = auth.NewVerifier(nil, 0)
+	}
 	r := &Registry{
 		opts:     opts,
+		verifier: opts.Verifier,
 		log:      opts.Logger,
 		store:    opts.Store,
 		webhooks: newWebhookClient(opts.AllowPrivateWebhooks, opts.WebhookMaxResponse),

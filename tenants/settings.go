@@ -6,6 +6,8 @@ package tenants
 
 import (
 	"fmt"
+
+	"github.com/opsmcp/platform/auth"
 	"net/url"
 	"regexp"
 )
@@ -29,6 +31,10 @@ type Settings struct {
 	AllowedOrigins []string `json:"allowedOrigins,omitempty"`
 	// ListTTLMs is the ttlMs hint on list results. Default 60000.
 	ListTTLMs *int `json:"listTtlMs,omitempty"`
+	// Auth is who may call: public, or bearer tokens from trusted issuers.
+	// The zero value trusts nobody, so a new tenant fails closed until it
+	// names an issuer or is made explicitly public.
+	Auth auth.Config `json:"auth"`
 }
 
 // Defaults for unset settings.
@@ -99,6 +105,9 @@ func (s Settings) Validate() []SettingsError {
 	}
 	if len(s.Instructions) > 16<<10 {
 		bad("instructions", "must be at most 16384 bytes")
+	}
+	for _, e := range s.Auth.Validate("auth") {
+		bad(e.Field, "%s", e.Message)
 	}
 	for i, o := range s.AllowedOrigins {
 		u, err := url.Parse(o)

@@ -25,6 +25,8 @@ type snapshot struct {
 	settings    Settings
 	version     int64
 	origins     map[string]bool
+	// scopes are every scope the tenant advertises or a tool requires.
+	scopes []string
 
 	tools     map[string]*toolEntry
 	toolList  []json.RawMessage
@@ -159,6 +161,21 @@ func buildSnapshot(c *store.Catalogue) (*snapshot, []error) {
 			s.tmplList = append(s.tmplList, mustJSON(templateListing(&e.def)))
 		}
 	}
+	seen := map[string]bool{}
+	for _, sc := range s.settings.Auth.Scopes {
+		if !seen[sc] {
+			seen[sc] = true
+			s.scopes = append(s.scopes, sc)
+		}
+	}
+	for _, name := range sortedKeys(s.tools) {
+		for _, sc := range s.tools[name].def.Scopes {
+			if !seen[sc] {
+				seen[sc] = true
+				s.scopes = append(s.scopes, sc)
+			}
+		}
+	}
 	// Items arrive ordered by kind and name; templates are matched in that
 	// order, so the first registered name wins when two templates overlap.
 	sort.SliceStable(s.templates, func(i, j int) bool { return s.templates[i].def.Name < s.templates[j].def.Name })
@@ -175,6 +192,15 @@ func declaredInputs(raw json.RawMessage) (*mrtr.Inputs, error) {
 		return nil, err
 	}
 	return mrtr.CompileInputs(in)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func mustJSON(v any) json.RawMessage {

@@ -31,7 +31,8 @@ func Register(platformURL, adminToken, tenant, hookURL string, b *Backend) error
 		var m map[string]any
 		return m, json.Unmarshal(out, &m)
 	}
-	if _, err := post("/api/v1/tenants", obj{"slug": tenant, "displayName": "MCP conformance fixtures"}); err != nil {
+	if _, err := post("/api/v1/tenants", obj{"slug": tenant, "displayName": "MCP conformance fixtures",
+		"settings": obj{"auth": obj{"public": true}}}); err != nil {
 		return err
 	}
 	b.PlatformURL, b.AdminToken, b.Tenant = platformURL, adminToken, tenant

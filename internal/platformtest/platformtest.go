@@ -101,10 +101,20 @@ type Platform struct {
 }
 
 // Option adjusts a test platform's configuration.
-type Option func(*config.Config)
+type Option func(*startOptions)
+
+type startOptions struct {
+	cfg    *config.Config
+	server []server.Option
+}
 
 // WithStateKeys shares request-state keys between instances.
-func WithStateKeys(keys string) Option { return func(c *config.Config) { c.StateKeys = keys } }
+func WithStateKeys(keys string) Option { return func(o *startOptions) { o.cfg.StateKeys = keys } }
+
+// WithServer passes options to server.New.
+func WithServer(opts ...server.Option) Option {
+	return func(o *startOptions) { o.server = append(o.server, opts...) }
+}
 
 // Start runs a platform on dbURL, listening on a free loopback port, and
 // stops it when the test ends.
@@ -126,13 +136,14 @@ func Start(t testing.TB, dbURL string, opts ...Option) *Platform {
 	cfg.AllowPrivateWebhooks = true
 	cfg.CatalogueRefresh = 50 * time.Millisecond
 	cfg.ShutdownTimeout = 5 * time.Second
+	so := &startOptions{cfg: cfg}
 	for _, o := range opts {
-		o(cfg)
+		o(so)
 	}
 	logs := &LogBuffer{}
 	log := slog.New(slog.NewJSONHandler(io.MultiWriter(logs, testWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, cfg, log, "test")
+	srv, err := server.New(ctx, cfg, log, "test", so.server...)
 	if err != nil {
 		cancel()
 		ln.Close()
@@ -338,12 +349,13 @@ func RPCError(t testing.TB, r *Response) (int, string, map[string]any) {
 }
 
 // WithConfig adjusts any setting.
-func WithConfig(f func(*config.Config)) Option { return Option(f) }
+func WithConfig(f func(*config.Config)) Option { return func(o *startOptions) { f(o.cfg) } }
 
-// Tenant creates a tenant and returns its slug.
+// Tenant creates a public tenant (no bearer tokens) and returns its slug.
 func (p *Platform) Tenant(t testing.TB, slug string) string {
 	t.Helper()
-	p.MustAdmin(t, 201, "POST", "/api/v1/tenants", map[string]any{"slug": slug, "displayName": slug})
+	p.MustAdmin(t, 201, "POST", "/api/v1/tenants", map[string]any{"slug": slug, "displayName": slug,
+		"settings": map[string]any{"auth": map[string]any{"public": true}}})
 	return slug
 }
 

@@ -1,0 +1,156 @@
+// Package auth verifies who is calling: OIDC bearer tokens on each
+// tenant's MCP endpoint, checked against the issuers that tenant trusts,
+// and the principal (issuer, subject, client) that sealed request state
+// is bound to. It also answers the OAuth protected-resource metadata and
+// challenges an MCP client needs to find where to get a token.
+package auth
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// Principal is a verified caller.
+type Principal struct {
+	Issuer  string
+	Subject string // empty for a machine principal
+	Client  string
+	Scopes  []string
+}
+
+// Machine reports whether the principal is a client acting for itself
+// (client credentials): no subject, or the subject is the client.
+func (p *Principal) Machine() bool { return p.Subject == "" || p.Subject == p.Client }
+
+// Binding is the canonical string request state is bound to: all three
+// parts, so a flow started by one user of a client can never be finished
+// by another user of it, nor by the same user through another client. A
+// machine principal binds client-only. nil (a public tenant) binds to
+// nothing.
+func (p *Principal) Binding() string {
+	if p == nil {
+		return ""
+	}
+	sub := p.Subject
+	if p.Machine() {
+		sub = ""
+	}
+	b, _ := json.Marshal([3]string{p.Issuer, sub, p.Client})
+	return string(b)
+}
+
+// HasScopes reports which of want the principal lacks.
+func (p *Principal) HasScopes(want []string) (missing []string) {
+	have := make(map[string]bool, len(p.Scopes))
+	for _, s := range p.Scopes {
+		have[s] = true
+	}
+	for _, s := range want {
+		if !have[s] {
+			missing = append(missing, s)
+		}
+	}
+	return missing
+}
+
+// Issuer is one identity provider a tenant trusts.
+type Issuer struct {
+	// Issuer is the issuer URL (its discovery document lives under it).
+	Issuer string `json:"issuer"`
+	// Audiences the tenant accepts in aud; empty means the tenant
+	// endpoint's canonical URL.
+	Audiences []string `json:"audiences,omitempty"`
+	// ClientClaim names the claim identifying the client: "azp" or
+	// "client_id" (default: azp, then client_id).
+	ClientClaim string `json:"clientClaim,omitempty"`
+	// Algorithms are the accepted signing algorithms; default RS256 and
+	// ES256. Symmetric algorithms are never accepted.
+	Algorithms []string `json:"algorithms,omitempty"`
+}
+
+// Config is a tenant's authentication policy, kept in its settings.
+type Config struct {
+	// Public tenants take no token; their flows are bound to no user.
+	Public bool `json:"public,omitempty"`
+	// AllowMachinePrincipals accepts client-credential tokens, bound
+	// client-only.
+	AllowMachinePrincipals bool `json:"allowMachinePrincipals,omitempty"`
+	// Issuers the tenant trusts. A tenant that is neither public nor
+	// trusts an issuer refuses every request.
+	Issuers []Issuer `json:"issuers,omitempty"`
+	// Scopes are advertised in protected-resource metadata and asked for
+	// in challenges.
+	Scopes []string `json:"scopes,omitempty"`
+}
+
+var asymmetric = map[string]bool{
+	"RS256": true, "RS384": true, "RS512": true, "PS256": true, "PS384": true, "PS512": true,
+	"ES256": true, "ES384": true, "ES512": true, "EdDSA": true,
+}
+
+// DefaultAlgorithms are accepted when an issuer names none.
+var DefaultAlgorithms = []string{"RS256", "ES256"}
+
+// FieldError names one invalid field of a Config.
+type FieldError struct{ Field, Message string }
+
+// Validate reports every problem with the policy, with field paths under
+// prefix.
+func (c Config) Validate(prefix string) []FieldError {
+	var out []FieldError
+	bad := func(f, format string, args ...any) {
+		out = append(out, FieldError{prefix + f, fmt.Sprintf(format, args...)})
+	}
+	if c.Public && len(c.Issuers) > 0 {
+		bad(".public", "a public tenant takes no tokens; remove the issuers or set public to false")
+	}
+	seen := map[string]bool{}
+	for i, is := range c.Issuers {
+		f := fmt.Sprintf(".issuers[%d]", i)
+		if err := validIssuerURL(is.Issuer); err != nil {
+			bad(f+".issuer", "%v", err)
+		} else if seen[is.Issuer] {
+			bad(f+".issuer", "listed twice")
+		}
+		seen[is.Issuer] = true
+		for j, a := range is.Audiences {
+			if strings.TrimSpace(a) == "" {
+				bad(fmt.Sprintf("%s.audiences[%d]", f, j), "must not be empty")
+			}
+		}
+		if is.ClientClaim != "" && is.ClientClaim != "azp" && is.ClientClaim != "client_id" {
+			bad(f+".clientClaim", `must be "azp" or "client_id"`)
+		}
+		for j, a := range is.Algorithms {
+			if !asymmetric[a] {
+				bad(fmt.Sprintf("%s.algorithms[%d]", f, j), "%q is not an accepted asymmetric signing algorithm", a)
+			}
+		}
+	}
+	for i, s := range c.Scopes {
+		if s == "" || strings.ContainsAny(s, " \"\\") {
+			bad(fmt.Sprintf(".scopes[%d]", i), "must be a non-empty scope token")
+		}
+	}
+	return out
+}
+
+func validIssuerURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return errors.New("must be an absolute https URL without query or fragment")
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		// Plain HTTP only for a provider on this machine (development).
+		if h := u.Hostname(); h == "localhost" || h == "127.0.0.1" || h == "::1" {
+			return nil
+		}
+	}
+	return errors.New("must use https (http only for localhost)")
+}
