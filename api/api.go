@@ -24,6 +24,10 @@ import (
 type Admin struct {
 	// Subject identifies the caller in logs and audit records.
 	Subject string
+	// Role is RolePlatformAdmin, RoleTenantAdmin or RoleViewer.
+	Role string
+	// Tenants are the slugs a tenant admin may touch.
+	Tenants []string
 }
 
 // Authenticator decides who is calling. It returns ErrUnauthenticated
@@ -61,7 +65,7 @@ func (b *BootstrapToken) Authenticate(r *http.Request) (*Admin, error) {
 	if subtle.ConstantTimeCompare(h[:], b.hash[:]) != 1 {
 		return nil, ErrUnauthenticated
 	}
-	return &Admin{Subject: "bootstrap"}, nil
+	return &Admin{Subject: "bootstrap", Role: RolePlatformAdmin}, nil
 }
 
 // bearer extracts a bearer token from the Authorization header.
@@ -111,7 +115,12 @@ func Register(r gin.IRouter, opts Options) *Server {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{opts: opts, log: opts.Logger}
-	v1 := r.Group("/api/v1", s.authenticate)
+	v1 := r.Group("/api/v1", s.authenticate, s.audit, s.authorize)
+	v1.GET("/me", s.me)
+	v1.GET("/audit", s.auditLog)
+	v1.POST("/tokens", s.createToken)
+	v1.GET("/tokens", s.listTokens)
+	v1.DELETE("/tokens/:id", s.revokeToken)
 	v1.POST("/tenants", s.createTenant)
 	v1.GET("/tenants", s.listTenants)
 	v1.GET("/tenants/:slug", s.getTenant)

@@ -43,6 +43,7 @@ var (
 	probSlugRetired  = problemKind{"slug-retired", "Slug retired", http.StatusConflict}
 	probPrecondition = problemKind{"precondition-failed", "Precondition failed", http.StatusPreconditionFailed}
 	probUnauthorized = problemKind{"unauthorized", "Unauthorized", http.StatusUnauthorized}
+	probForbidden    = problemKind{"forbidden", "Forbidden", http.StatusForbidden}
 	probInternal     = problemKind{"internal", "Internal error", http.StatusInternalServerError}
 )
 

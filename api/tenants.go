@@ -110,12 +110,16 @@ func (s *Server) listTenants(c *gin.Context) {
 		return
 	}
 	resp := listResponse[tenantView]{Items: []tenantView{}}
+	admin := c.MustGet("admin").(*Admin)
 	for i := range ts {
 		if i == limit {
 			resp.NextCursor = encodeCursor(ts[i-1].Slug)
 			break
 		}
-		resp.Items = append(resp.Items, s.view(&ts[i]))
+		// A tenant admin sees only its tenants (pages may come out short).
+		if _, visible := admin.may(http.MethodGet, ts[i].Slug); visible {
+			resp.Items = append(resp.Items, s.view(&ts[i]))
+		}
 	}
 	c.JSON(http.StatusOK, resp)
 }

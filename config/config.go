@@ -34,6 +34,11 @@ type Config struct {
 	CatalogueRefresh     time.Duration
 	StateKeys            string
 	ConfigFile           string
+	AdminIssuer          string
+	AdminClientID        string
+	AdminClientSecret    string
+	AdminRolesClaim      string
+	AdminSessionKey      string
 }
 
 // EnvName is the environment variable for a flag name:
@@ -61,6 +66,11 @@ func Flags(fs *flag.FlagSet) *Config {
 	fs.DurationVar(&c.CatalogueRefresh, "catalogue-refresh", time.Second, "how often each replica checks for catalogue changes made elsewhere")
 	fs.StringVar(&c.StateKeys, "state-keys", "", "comma-separated base64 request-state secrets (≥32 bytes each), minting key first; shared by all replicas (default: a random per-process key)")
 	fs.StringVar(&c.ConfigFile, "config", "", "optional YAML file of settings, keyed by flag name")
+	fs.StringVar(&c.AdminIssuer, "admin-issuer", "", "OIDC issuer admins sign in with (authorization code + PKCE); empty disables admin sign-in")
+	fs.StringVar(&c.AdminClientID, "admin-client-id", "", "OAuth client id of the admin sign-in")
+	fs.StringVar(&c.AdminClientSecret, "admin-client-secret", "", "OAuth client secret of the admin sign-in (empty for a public PKCE client)")
+	fs.StringVar(&c.AdminRolesClaim, "admin-roles-claim", "roles", "ID-token claim listing an admin's roles: platform-admin, viewer, tenant-admin:<slug>")
+	fs.StringVar(&c.AdminSessionKey, "admin-session-key", "", "base64 key (≥32 bytes) signing admin session cookies; share it across replicas (default: random per process)")
 	return c
 }
 

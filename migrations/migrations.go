@@ -52,9 +52,12 @@ func All() ([]Migration, error) {
 		out = append(out, Migration{Version: v, Name: name, SQL: string(body)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
-	for i, m := range out {
-		if m.Version != i+1 {
-			return nil, fmt.Errorf("migration versions must run 1..n without gaps; found %d at position %d", m.Version, i+1)
+	// Versions must be unique. Gaps are allowed: each version is recorded
+	// as applied on its own, so a migration merged later under a lower
+	// number is still applied once, on the next start.
+	for i := 1; i < len(out); i++ {
+		if out[i].Version == out[i-1].Version {
+			return nil, fmt.Errorf("two migrations share version %d", out[i].Version)
 		}
 	}
 	return out, nil

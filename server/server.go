@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -80,16 +81,31 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, store: st, registry: reg}
-	if cfg.BootstrapToken == "" {
-		log.Warn("no admin credential configured: the admin API refuses every request (set PLATFORM_BOOTSTRAP_TOKEN)")
+	if cfg.BootstrapToken == "" && cfg.AdminIssuer == "" {
+		log.Warn("no admin credential configured: the admin API refuses every request (set PLATFORM_ADMIN_ISSUER or, for a first start, PLATFORM_BOOTSTRAP_TOKEN)")
 	}
 
 	r := gin.New()
 	r.Use(recoverer(log))
 	r.HandleMethodNotAllowed = true
+	signer, login, err := adminLogin(cfg, log)
+	if err != nil {
+		reg.Close()
+		st.Close()
+		return nil, err
+	}
+	if login != nil {
+		r.GET("/admin/login", gin.WrapF(login.Start))
+		r.GET("/admin/callback", gin.WrapF(login.Callback))
+		r.GET("/admin/logout", gin.WrapF(login.Logout))
+	}
 	api.Register(r, api.Options{
-		Store:        st,
-		Auth:         api.NewBootstrapToken(cfg.BootstrapToken),
+		Store: st,
+		Auth: api.Chain{
+			api.SessionAuth{Signer: signer},
+			api.TokenAuth{Store: st},
+			api.NewBootstrapToken(cfg.BootstrapToken),
+		},
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		PublicURL:    cfg.PublicURL,
 		Logger:       log,
@@ -111,6 +127,35 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	})
 	s.handler = r
 	return s, nil
+}
+
+// adminLogin builds the session signer and, when an admin issuer is
+// configured, the OIDC sign-in.
+func adminLogin(cfg *config.Config, log *slog.Logger) (*auth.Signer, *auth.AdminLogin, error) {
+	var key []byte
+	if cfg.AdminSessionKey != "" {
+		k, err := base64.StdEncoding.DecodeString(cfg.AdminSessionKey)
+		if err != nil {
+			return nil, nil, fmt.Errorf("admin-session-key: not base64")
+		}
+		key = k
+	}
+	signer, err := auth.NewSigner(key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("admin-session-key: %w", err)
+	}
+	if cfg.AdminIssuer == "" {
+		return signer, nil, nil
+	}
+	if cfg.AdminClientID == "" {
+		return nil, nil, fmt.Errorf("admin-issuer needs admin-client-id")
+	}
+	base := strings.TrimSuffix(cfg.PublicURL, "/")
+	return signer, &auth.AdminLogin{
+		Issuer: cfg.AdminIssuer, ClientID: cfg.AdminClientID, ClientSecret: cfg.AdminClientSecret,
+		RedirectURL: base + "/admin/callback", RolesClaim: cfg.AdminRolesClaim, AfterLogin: base + "/api/v1/me",
+		Signer: signer, Secure: strings.HasPrefix(base, "https://"), Logger: log,
+	}, nil
 }
 
 // recoverer turns a panic into a generic 500 and a log line, never a

@@ -24,6 +24,7 @@ import (
 
 	"github.com/zitadel/oidc/v3/example/server/exampleop"
 	"github.com/zitadel/oidc/v3/example/server/storage"
+	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
 )
 
@@ -81,12 +82,60 @@ func Start(t testing.TB, extraClients ...*storage.Client) *Provider {
 func (p *Provider) Stop() { _ = p.srv.Close() }
 
 // jwtStorage is the example storage with every client issuing JWT access
-// tokens instead of opaque ones.
+// tokens instead of opaque ones, and ID tokens carrying the users' roles.
 type jwtStorage struct{ *storage.Storage }
 
 type jwtClient struct{ op.Client }
 
 func (jwtClient) AccessTokenType() op.AccessTokenType { return op.AccessTokenTypeJWT }
+
+// IDTokenUserinfoClaimsAssertion puts the user's claims (roles among
+// them) into the ID token itself.
+func (jwtClient) IDTokenUserinfoClaimsAssertion() bool { return true }
+
+// Roles are the "roles" claim values of the example users, by user id
+// ("id1" and "id2").
+var Roles = struct {
+	sync.Mutex
+	m map[string][]string
+}{m: map[string][]string{}}
+
+// SetRoles sets a user's roles claim.
+func SetRoles(userID string, roles ...string) {
+	Roles.Lock()
+	defer Roles.Unlock()
+	Roles.m[userID] = roles
+}
+
+func addRoles(info *oidc.UserInfo, userID string) {
+	Roles.Lock()
+	defer Roles.Unlock()
+	if r, ok := Roles.m[userID]; ok {
+		info.AppendClaims("roles", r)
+	}
+}
+
+func (s *jwtStorage) SetUserinfoFromScopes(ctx context.Context, info *oidc.UserInfo, userID, clientID string, scopes []string) error {
+	if err := s.Storage.SetUserinfoFromScopes(ctx, info, userID, clientID, scopes); err != nil {
+		return err
+	}
+	addRoles(info, userID)
+	return nil
+}
+
+func (s *jwtStorage) SetUserinfoFromRequest(ctx context.Context, info *oidc.UserInfo, req op.IDTokenRequest, scopes []string) error {
+	if err := s.Storage.SetUserinfoFromRequest(ctx, info, req, scopes); err != nil {
+		return err
+	}
+	addRoles(info, req.GetSubject())
+	return nil
+}
+
+// RegisterWebClient registers a confidential client (for a relying party
+// whose redirect URI is known only once it listens).
+func RegisterWebClient(id, secret, redirectURI string) {
+	storage.RegisterClients(storage.WebClient(id, secret, redirectURI))
+}
 
 func (s *jwtStorage) GetClientByClientID(ctx context.Context, id string) (op.Client, error) {
 	c, err := s.Storage.GetClientByClientID(ctx, id)

@@ -1,0 +1,316 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/opsmcp/platform/auth"
+	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/tenants"
+)
+
+// Roles of admin callers.
+const (
+	// RolePlatformAdmin may do everything.
+	RolePlatformAdmin = "platform-admin"
+	// RoleTenantAdmin may read and change only the tenants it names.
+	RoleTenantAdmin = "tenant-admin"
+	// RoleViewer may read everything and change nothing.
+	RoleViewer = "viewer"
+)
+
+// ParseRoles turns role claim values into a role: "platform-admin",
+// "viewer" or "tenant-admin:<slug>" (one value per tenant). The most
+// powerful role wins; unknown values are ignored.
+func ParseRoles(values []string) (role string, slugs []string) {
+	for _, v := range values {
+		switch {
+		case v == RolePlatformAdmin:
+			return RolePlatformAdmin, nil
+		case strings.HasPrefix(v, RoleTenantAdmin+":"):
+			if s := strings.TrimPrefix(v, RoleTenantAdmin+":"); tenants.ValidSlug(s) {
+				slugs = append(slugs, s)
+			}
+		case v == RoleViewer && role == "":
+			role = RoleViewer
+		}
+	}
+	if len(slugs) > 0 {
+		return RoleTenantAdmin, slugs
+	}
+	return role, nil
+}
+
+// Chain tries authenticators in order; the first that recognises the
+// request decides.
+type Chain []Authenticator
+
+// Authenticate implements Authenticator.
+func (c Chain) Authenticate(r *http.Request) (*Admin, error) {
+	for _, a := range c {
+		if a == nil {
+			continue
+		}
+		admin, err := a.Authenticate(r)
+		if errors.Is(err, ErrUnauthenticated) {
+			continue
+		}
+		return admin, err
+	}
+	return nil, ErrUnauthenticated
+}
+
+// SessionAuth authenticates the admin UI's signed session cookie.
+type SessionAuth struct{ Signer *auth.Signer }
+
+// Authenticate implements Authenticator.
+func (s SessionAuth) Authenticate(r *http.Request) (*Admin, error) {
+	sess, err := auth.SessionFrom(r, s.Signer)
+	if err != nil {
+		return nil, ErrUnauthenticated
+	}
+	role, slugs := ParseRoles(sess.Roles)
+	if role == "" {
+		return nil, ErrUnauthenticated
+	}
+	return &Admin{Subject: sess.Issuer + "#" + sess.Subject, Role: role, Tenants: slugs}, nil
+}
+
+// TokenAuth authenticates API tokens (bearer "pat_…"), kept hashed.
+type TokenAuth struct{ Store *store.Store }
+
+const tokenPrefix = "pat_"
+
+func hashToken(tok string) string {
+	h := sha256.Sum256([]byte(tok))
+	return hex.EncodeToString(h[:])
+}
+
+// Authenticate implements Authenticator.
+func (a TokenAuth) Authenticate(r *http.Request) (*Admin, error) {
+	tok, ok := bearer(r)
+	if !ok || !strings.HasPrefix(tok, tokenPrefix) {
+		return nil, ErrUnauthenticated
+	}
+	t, err := a.Store.APITokenByHash(r.Context(), hashToken(tok))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrUnauthenticated
+	}
+	if err != nil {
+		return nil, err
+	}
+	var slugs []string
+	_ = json.Unmarshal([]byte(t.Tenants), &slugs)
+	return &Admin{Subject: "token:" + t.ID, Role: t.Role, Tenants: slugs}, nil
+}
+
+// may reports whether a may touch tenant slug with method.
+func (a *Admin) may(method, slug string) (allowed, visible bool) {
+	read := method == http.MethodGet || method == http.MethodHead
+	switch a.Role {
+	case RolePlatformAdmin:
+		return true, true
+	case RoleViewer:
+		return read, true
+	case RoleTenantAdmin:
+		mine := slices.Contains(a.Tenants, slug)
+		return mine, mine
+	}
+	return false, false
+}
+
+// authorize applies the caller's role to every route: platform admins may
+// do anything; viewers only read; tenant admins only touch their tenants,
+// and get 404 (not 403) for any other tenant so names do not leak.
+func (s *Server) authorize(c *gin.Context) {
+	a := c.MustGet("admin").(*Admin)
+	path := c.FullPath()
+	slug := c.Param("slug")
+	switch {
+	case slug != "":
+		allowed, visible := a.may(c.Request.Method, slug)
+		if !visible {
+			writeProblem(c, probNotFound.with("tenant \""+slug+"\": not found"))
+			return
+		}
+		if !allowed {
+			writeProblem(c, probForbidden.with("your role ("+a.Role+") may not change this"))
+			return
+		}
+	case path == "/api/v1/tenants" && c.Request.Method == http.MethodPost,
+		strings.HasPrefix(path, "/api/v1/tokens"):
+		if a.Role != RolePlatformAdmin {
+			writeProblem(c, probForbidden.with("only platform admins may do this"))
+			return
+		}
+	}
+	c.Next()
+}
+
+// audit records every successful change, after it is made.
+func (s *Server) audit(c *gin.Context) {
+	c.Next()
+	if c.Request.Method == http.MethodGet || c.Request.Method == http.MethodHead || c.Writer.Status() >= 400 {
+		return
+	}
+	a, _ := c.Get("admin")
+	admin, _ := a.(*Admin)
+	if admin == nil {
+		return
+	}
+	object := c.Param("name")
+	if f := c.Param("flow"); f != "" {
+		object = f
+	}
+	if id := c.Param("id"); id != "" {
+		object = id
+	}
+	entry := store.AuditEntry{Actor: admin.Subject, Action: c.Request.Method + " " + c.FullPath(),
+		TenantSlug: c.Param("slug"), Object: object, RemoteAddr: c.ClientIP()}
+	ctx := context.WithoutCancel(c.Request.Context())
+	if err := s.opts.Store.Audit(ctx, entry, map[string]any{"status": c.Writer.Status()}); err != nil {
+		s.log.Error("audit write failed", "action", entry.Action, "err", err)
+	}
+}
+
+func (s *Server) me(c *gin.Context) {
+	a := c.MustGet("admin").(*Admin)
+	c.JSON(http.StatusOK, gin.H{"subject": a.Subject, "role": a.Role, "tenants": a.Tenants})
+}
+
+type createTokenRequest struct {
+	Name             string   `json:"name"`
+	Role             string   `json:"role"`
+	Tenants          []string `json:"tenants"`
+	ExpiresInSeconds int64    `json:"expiresInSeconds"`
+}
+
+// createToken mints an API token, shown once.
+func (s *Server) createToken(c *gin.Context) {
+	var req createTokenRequest
+	if p := decodeJSON(c, s.opts.MaxBodyBytes, &req); p != nil {
+		writeProblem(c, p)
+		return
+	}
+	var errs []FieldError
+	if strings.TrimSpace(req.Name) == "" || len(req.Name) > 200 {
+		errs = append(errs, FieldError{"name", "must be 1 to 200 characters"})
+	}
+	switch req.Role {
+	case RolePlatformAdmin, RoleViewer:
+		if len(req.Tenants) > 0 {
+			errs = append(errs, FieldError{"tenants", "only tenant-admin tokens name tenants"})
+		}
+	case RoleTenantAdmin:
+		if len(req.Tenants) == 0 {
+			errs = append(errs, FieldError{"tenants", "a tenant-admin token must name at least one tenant"})
+		}
+		for i, t := range req.Tenants {
+			if !tenants.ValidSlug(t) {
+				errs = append(errs, FieldError{"tenants[" + strconv.Itoa(i) + "]", "is not a tenant slug"})
+			}
+		}
+	default:
+		errs = append(errs, FieldError{"role", "must be platform-admin, tenant-admin or viewer"})
+	}
+	const maxTTL = 366 * 24 * 3600
+	if req.ExpiresInSeconds == 0 {
+		req.ExpiresInSeconds = 90 * 24 * 3600
+	}
+	if req.ExpiresInSeconds < 60 || req.ExpiresInSeconds > maxTTL {
+		errs = append(errs, FieldError{"expiresInSeconds", "must be between 60 and 31622400 (one year)"})
+	}
+	if len(errs) > 0 {
+		writeProblem(c, probValidation.with("the token request is not valid", errs...))
+		return
+	}
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	tok := tokenPrefix + base64.RawURLEncoding.EncodeToString(secret)
+	slugs, _ := json.Marshal(req.Tenants)
+	if req.Tenants == nil {
+		slugs = []byte("[]")
+	}
+	t := &store.APIToken{Name: req.Name, Hash: hashToken(tok), Role: req.Role, Tenants: string(slugs),
+		CreatedBy: adminOf(c), ExpiresAt: time.Now().UTC().Add(time.Duration(req.ExpiresInSeconds) * time.Second)}
+	if err := s.opts.Store.CreateAPIToken(c.Request.Context(), t); err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, gin.H{"id": t.ID, "name": t.Name, "role": t.Role, "tenants": req.Tenants,
+		"expiresAt": t.ExpiresAt, "token": tok})
+}
+
+func (s *Server) listTokens(c *gin.Context) {
+	ts, err := s.opts.Store.ListAPITokens(c.Request.Context())
+	if err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	out := make([]gin.H, len(ts))
+	for i, t := range ts {
+		var slugs []string
+		_ = json.Unmarshal([]byte(t.Tenants), &slugs)
+		out[i] = gin.H{"id": t.ID, "name": t.Name, "role": t.Role, "tenants": slugs, "createdBy": t.CreatedBy,
+			"createdAt": t.CreatedAt, "expiresAt": t.ExpiresAt, "revokedAt": t.RevokedAt}
+	}
+	c.JSON(http.StatusOK, listResponse[gin.H]{Items: out})
+}
+
+func (s *Server) revokeToken(c *gin.Context) {
+	if err := s.opts.Store.RevokeAPIToken(c.Request.Context(), c.Param("id")); err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+// auditLog lists admin actions, newest first; tenant admins see only
+// their tenants' entries.
+func (s *Server) auditLog(c *gin.Context) {
+	a := c.MustGet("admin").(*Admin)
+	tenant := c.Query("tenant")
+	if a.Role == RoleTenantAdmin && !slices.Contains(a.Tenants, tenant) {
+		if tenant != "" {
+			writeProblem(c, probNotFound.with("tenant \""+tenant+"\": not found"))
+			return
+		}
+		writeProblem(c, probValidation.with("tenant admins read the audit log one tenant at a time",
+			FieldError{"tenant", "must name one of your tenants"}))
+		return
+	}
+	limit := 100
+	if l, err := strconv.Atoi(c.Query("limit")); err == nil && l > 0 && l <= 500 {
+		limit = l
+	}
+	var before time.Time
+	if b := c.Query("before"); b != "" {
+		t, err := time.Parse(time.RFC3339Nano, b)
+		if err != nil {
+			writeProblem(c, probValidation.with("bad pagination", FieldError{"before", "must be an RFC 3339 time"}))
+			return
+		}
+		before = t
+	}
+	entries, err := s.opts.Store.AuditLog(c.Request.Context(), tenant, before, limit)
+	if err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	if entries == nil {
+		entries = []store.AuditEntry{}
+	}
+	c.JSON(http.StatusOK, gin.H{"items": entries})
+}

@@ -1,0 +1,209 @@
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/oauth2"
+)
+
+// Cookie names.
+const (
+	SessionCookie = "opsmcp_admin"
+	loginCookie   = "opsmcp_login"
+)
+
+// AdminLogin signs admins in to the admin UI and API with the OIDC
+// authorization code flow and PKCE against the platform's own issuer, and
+// keeps them signed in with an HTTP-only, signed session cookie.
+type AdminLogin struct {
+	Issuer       string
+	ClientID     string
+	ClientSecret string // empty for a public (PKCE-only) client
+	RedirectURL  string // …/admin/callback
+	// RolesClaim names the ID-token claim holding the admin's roles
+	// (default "roles").
+	RolesClaim string
+	// AfterLogin is where a successful sign-in lands.
+	AfterLogin string
+	Signer     *Signer
+	// Secure marks cookies Secure (set when the public URL is https).
+	Secure bool
+	// SessionTTL bounds a session (default 8 hours).
+	SessionTTL time.Duration
+	Logger     *slog.Logger
+
+	mu       sync.Mutex
+	provider *oidc.Provider
+}
+
+type loginState struct {
+	State    string    `json:"s"`
+	Verifier string    `json:"v"`
+	Nonce    string    `json:"n"`
+	Expires  time.Time `json:"e"`
+}
+
+func (l *AdminLogin) discover(ctx context.Context) (*oidc.Provider, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.provider != nil {
+		return l.provider, nil
+	}
+	p, err := oidc.NewProvider(ctx, l.Issuer)
+	if err != nil {
+		return nil, err
+	}
+	l.provider = p
+	return p, nil
+}
+
+func (l *AdminLogin) oauth(p *oidc.Provider) *oauth2.Config {
+	return &oauth2.Config{ClientID: l.ClientID, ClientSecret: l.ClientSecret, RedirectURL: l.RedirectURL,
+		Endpoint: p.Endpoint(), Scopes: []string{oidc.ScopeOpenID, "profile"}}
+}
+
+func random() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// Start redirects to the issuer with a fresh state, nonce and PKCE
+// verifier, kept in a short-lived signed cookie.
+func (l *AdminLogin) Start(w http.ResponseWriter, r *http.Request) {
+	p, err := l.discover(r.Context())
+	if err != nil {
+		l.Logger.Error("admin login: issuer discovery failed", "issuer", l.Issuer, "err", err)
+		http.Error(w, "the sign-in provider is unavailable; try again shortly", http.StatusBadGateway)
+		return
+	}
+	st := loginState{State: random(), Verifier: oauth2.GenerateVerifier(), Nonce: random(), Expires: time.Now().Add(10 * time.Minute)}
+	v, err := l.Signer.Sign(loginCookie, st)
+	if err != nil {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: v, Path: "/admin/", HttpOnly: true, Secure: l.Secure,
+		SameSite: http.SameSiteLaxMode, MaxAge: 600})
+	http.Redirect(w, r, l.oauth(p).AuthCodeURL(st.State, oauth2.S256ChallengeOption(st.Verifier), oidc.Nonce(st.Nonce)), http.StatusFound)
+}
+
+// Callback completes the flow: checks state, exchanges the code with the
+// PKCE verifier, verifies the ID token and its nonce, and sets the session.
+func (l *AdminLogin) Callback(w http.ResponseWriter, r *http.Request) {
+	fail := func(status int, msg string, err error) {
+		l.Logger.Warn("admin login refused", "reason", msg, "err", err)
+		http.Error(w, "sign-in failed: "+msg, status)
+	}
+	c, err := r.Cookie(loginCookie)
+	var st loginState
+	if err != nil || l.Signer.Open(loginCookie, c.Value, &st) != nil || time.Now().After(st.Expires) {
+		fail(http.StatusBadRequest, "no sign-in in progress (or it expired); start again", err)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Path: "/admin/", MaxAge: -1, HttpOnly: true, Secure: l.Secure})
+	if e := r.URL.Query().Get("error"); e != "" {
+		fail(http.StatusForbidden, "the provider refused: "+e, nil)
+		return
+	}
+	if r.URL.Query().Get("state") != st.State {
+		fail(http.StatusBadRequest, "state mismatch", nil)
+		return
+	}
+	p, err := l.discover(r.Context())
+	if err != nil {
+		fail(http.StatusBadGateway, "the sign-in provider is unavailable", err)
+		return
+	}
+	tok, err := l.oauth(p).Exchange(r.Context(), r.URL.Query().Get("code"), oauth2.VerifierOption(st.Verifier))
+	if err != nil {
+		fail(http.StatusBadGateway, "the code could not be exchanged", err)
+		return
+	}
+	raw, _ := tok.Extra("id_token").(string)
+	idt, err := p.Verifier(&oidc.Config{ClientID: l.ClientID}).Verify(r.Context(), raw)
+	if err != nil {
+		fail(http.StatusForbidden, "the ID token is not valid", err)
+		return
+	}
+	if idt.Nonce != st.Nonce {
+		fail(http.StatusForbidden, "nonce mismatch", nil)
+		return
+	}
+	sess, err := l.session(idt)
+	if err != nil {
+		fail(http.StatusForbidden, err.Error(), nil)
+		return
+	}
+	v, err := l.Signer.Sign(SessionCookie, sess)
+	if err != nil {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: v, Path: "/", HttpOnly: true, Secure: l.Secure,
+		SameSite: http.SameSiteLaxMode, Expires: sess.Expires})
+	l.Logger.Info("admin signed in", "subject", sess.Subject, "roles", sess.Roles)
+	http.Redirect(w, r, l.AfterLogin, http.StatusFound)
+}
+
+func (l *AdminLogin) session(idt *oidc.IDToken) (*Session, error) {
+	claim := l.RolesClaim
+	if claim == "" {
+		claim = "roles"
+	}
+	var all map[string]any
+	if err := idt.Claims(&all); err != nil {
+		return nil, err
+	}
+	var roles []string
+	switch v := all[claim].(type) {
+	case []any:
+		for _, r := range v {
+			if s, ok := r.(string); ok {
+				roles = append(roles, s)
+			}
+		}
+	case string:
+		roles = []string{v}
+	}
+	if len(roles) == 0 {
+		return nil, fmt.Errorf("the account has no admin role (claim %q)", claim)
+	}
+	ttl := l.SessionTTL
+	if ttl <= 0 {
+		ttl = 8 * time.Hour
+	}
+	name, _ := all["name"].(string)
+	return &Session{Issuer: idt.Issuer, Subject: idt.Subject, Name: name, Roles: roles, Expires: time.Now().Add(ttl)}, nil
+}
+
+// Logout clears the session.
+func (l *AdminLogin) Logout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Path: "/", MaxAge: -1, HttpOnly: true, Secure: l.Secure})
+	http.Redirect(w, r, "/", http.StatusFound)
+}
+
+// SessionFrom reads and verifies the session cookie of a request.
+func SessionFrom(r *http.Request, s *Signer) (*Session, error) {
+	c, err := r.Cookie(SessionCookie)
+	if err != nil {
+		return nil, err
+	}
+	var sess Session
+	if err := s.Open(SessionCookie, c.Value, &sess); err != nil {
+		return nil, err
+	}
+	if time.Now().After(sess.Expires) {
+		return nil, errors.New("session expired")
+	}
+	return &sess, nil
+}
