@@ -43,7 +43,7 @@ func TestTenantLifecycleRoundTrips(t *testing.T) {
 		created := p.MustAdmin(t, 201, "POST", "/api/v1/tenants", map[string]any{
 			"slug": "acme", "displayName": "Acme Corp", "settings": map[string]any{"stateTtlSeconds": 120},
 		})
-		if created["endpoint"] != p.URL+"/t/acme/mcp" || created["version"].(float64) != 1 {
+		if created["endpoint"] != p.URL+"/t/acme/mcp" || created["version"].(float64) != 1 || created["access"] != "closed" {
 			t.Fatalf("created tenant: %v", created)
 		}
 		got := p.Admin(t, "GET", "/api/v1/tenants/acme", nil)
@@ -53,9 +53,14 @@ func TestTenantLifecycleRoundTrips(t *testing.T) {
 		if s := got.JSON(t)["settings"].(map[string]any); s["stateTtlSeconds"].(float64) != 120 {
 			t.Fatalf("settings not kept: %v", s)
 		}
-		patched := p.MustAdmin(t, 200, "PATCH", "/api/v1/tenants/acme", map[string]any{"displayName": "Acme", "disabled": true})
-		if patched["displayName"] != "Acme" || patched["disabled"] != true || patched["version"].(float64) != 2 {
+		patched := p.MustAdmin(t, 200, "PATCH", "/api/v1/tenants/acme", map[string]any{"displayName": "Acme", "disabled": true,
+			"settings": map[string]any{"auth": map[string]any{"public": true}}})
+		if patched["displayName"] != "Acme" || patched["disabled"] != true || patched["version"].(float64) != 2 || patched["access"] != "public" {
 			t.Fatalf("patched: %v", patched)
+		}
+		// settings is a merge patch: what the patch names changes, the rest stays.
+		if s := patched["settings"].(map[string]any); s["stateTtlSeconds"].(float64) != 120 {
+			t.Fatalf("merge patch lost a setting: %v", s)
 		}
 		p.MustAdmin(t, 204, "DELETE", "/api/v1/tenants/acme", nil)
 		if r := p.Admin(t, "GET", "/api/v1/tenants/acme", nil); r.Status != 404 || problemType(t, r) != "not-found" {

@@ -16,22 +16,33 @@ import (
 
 // tenantView is a tenant as the API shows it.
 type tenantView struct {
-	Slug             string           `json:"slug"`
-	DisplayName      string           `json:"displayName"`
-	Disabled         bool             `json:"disabled"`
-	Settings         tenants.Settings `json:"settings"`
-	Endpoint         string           `json:"endpoint"`
-	Version          int64            `json:"version"`
-	CatalogueVersion int64            `json:"catalogueVersion"`
-	CreatedAt        time.Time        `json:"createdAt"`
-	UpdatedAt        time.Time        `json:"updatedAt"`
+	Slug        string           `json:"slug"`
+	DisplayName string           `json:"displayName"`
+	Disabled    bool             `json:"disabled"`
+	Settings    tenants.Settings `json:"settings"`
+	// Access says plainly who may call the endpoint: "public" (anyone,
+	// flows bound to no user), "bearer" (tokens from trusted issuers) or
+	// "closed" (nobody yet: no issuer is trusted).
+	Access           string    `json:"access"`
+	Endpoint         string    `json:"endpoint"`
+	Version          int64     `json:"version"`
+	CatalogueVersion int64     `json:"catalogueVersion"`
+	CreatedAt        time.Time `json:"createdAt"`
+	UpdatedAt        time.Time `json:"updatedAt"`
 }
 
 func (s *Server) view(t *store.Tenant) tenantView {
 	var set tenants.Settings
 	_ = json.Unmarshal([]byte(t.Settings), &set)
+	access := "closed"
+	switch {
+	case set.Auth.Public:
+		access = "public"
+	case len(set.Auth.Issuers) > 0:
+		access = "bearer"
+	}
 	return tenantView{
-		Slug: t.Slug, DisplayName: t.DisplayName, Disabled: t.Disabled, Settings: set,
+		Slug: t.Slug, DisplayName: t.DisplayName, Disabled: t.Disabled, Settings: set, Access: access,
 		Endpoint: strings.TrimSuffix(s.opts.PublicURL, "/") + "/t/" + t.Slug + "/mcp",
 		Version:  t.Version, CatalogueVersion: t.CatalogueVersion,
 		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
