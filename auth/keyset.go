@@ -42,7 +42,7 @@ var errUnknownKey = errors.New("unknown signing key")
 
 // VerifySignature implements oidc.KeySet.
 func (ks *keySet) VerifySignature(ctx context.Context, token string) ([]byte, error) {
-	jws, err := jose.ParseSigned(token, ks.algs)
+	jws, err := jose.ParseSignedCompact(token, ks.algs)
 	if err != nil {
 		return nil, fmt.Errorf("malformed or disallowed algorithm: %w", err)
 	}
