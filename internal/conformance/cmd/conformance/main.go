@@ -3,7 +3,8 @@
 // through the admin API and answered by the conformance webhook backend.
 // It prints one line per scenario and a last line "N passed, N failed",
 // and exits non-zero on any failure. scripts/conformance installs the
-// suite and Node 22 and then runs this.
+// suite and Node 22 and then runs this. With --client it runs the client
+// scenarios against internal/conformance/client instead.
 package main
 
 import (
@@ -34,10 +35,14 @@ func main() {
 	scenario := flag.String("scenario", "", "run only this scenario")
 	verbose := flag.Bool("verbose", false, "print every check of failing scenarios")
 	keep := flag.String("out", "", "keep the suite's results in this folder")
+	clientMode := flag.Bool("client", false, "run the client scenarios against the Go client instead")
 	flag.Parse()
 	if *node == "" || *cli == "" {
 		fmt.Fprintln(os.Stderr, "conformance: --node and --cli are required")
 		os.Exit(2)
+	}
+	if *clientMode {
+		os.Exit(runClient(*node, *cli, *scenario, *verbose, *keep))
 	}
 	os.Exit(run(*node, *cli, *mrtrOnly, *scenario, *verbose, *keep))
 }
