@@ -36,6 +36,7 @@ const usage = `platform: a hosted, multi-tenant MCP platform.
 Usage:
   platform serve [flags]     run a replica (see platform serve --help)
   platform migrate [flags]   apply pending database migrations and exit
+  platform call URL ...      call an MCP endpoint (see platform call --help)
   platform version           print the version
 `
 
@@ -49,6 +50,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(args[1:], stderr)
 	case "migrate":
 		return migrate(args[1:], stdout, stderr)
+	case "call":
+		return call(args[1:], os.Stdin, stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "platform", version)
 		return 0
