@@ -28,6 +28,8 @@ type Config struct {
 	MaxMCPBodyBytes      int64
 	LogFormat            string
 	LogLevel             string
+	Metrics              bool
+	MetricsToken         string
 	ShutdownTimeout      time.Duration
 	AllowPrivateWebhooks bool
 	WebhookMaxResponse   int64
@@ -60,6 +62,8 @@ func Flags(fs *flag.FlagSet) *Config {
 	fs.Int64Var(&c.MaxMCPBodyBytes, "max-mcp-body-bytes", 4<<20, "largest MCP request body, in bytes")
 	fs.StringVar(&c.LogFormat, "log-format", "auto", "log format: json, text, or auto (text on a terminal, else json)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&c.Metrics, "metrics", true, "serve Prometheus metrics at /metrics (traces and OTLP metrics follow the standard OTEL_* variables)")
+	fs.StringVar(&c.MetricsToken, "metrics-token", "", "bearer token /metrics requires (default: none; tenant slugs are metric labels, so guard it here or at the ingress)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to drain in-flight requests on SIGINT/SIGTERM")
 	fs.BoolVar(&c.AllowPrivateWebhooks, "allow-private-webhooks", false, "allow webhook URLs that resolve to loopback, private or link-local addresses (tests and dev only)")
 	fs.Int64Var(&c.WebhookMaxResponse, "webhook-max-response-bytes", 4<<20, "largest webhook answer accepted, in bytes")

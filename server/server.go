@@ -5,6 +5,8 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -20,6 +22,7 @@ import (
 	"github.com/opsmcp/platform/auth"
 	"github.com/opsmcp/platform/config"
 	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/telemetry"
 	"github.com/opsmcp/platform/tenants"
 )
 
@@ -30,6 +33,8 @@ type Server struct {
 	store    *store.Store
 	registry *tenants.Registry
 	handler  http.Handler
+	tel      *telemetry.Telemetry
+	ownTel   bool // built here from the environment, so flushed by Close
 }
 
 func init() { gin.SetMode(gin.ReleaseMode) }
@@ -41,11 +46,23 @@ type Option func(*tenants.Options)
 // the clock and key refetch interval).
 func WithVerifier(v *auth.Verifier) Option { return func(o *tenants.Options) { o.Verifier = v } }
 
+// WithTelemetry injects the telemetry (tests use in-memory recorders);
+// its owner shuts it down. Without it, New builds one from the OTEL_*
+// environment variables and Close flushes it.
+func WithTelemetry(t *telemetry.Telemetry) Option {
+	return func(o *tenants.Options) { o.Telemetry = t }
+}
+
 // New opens the database, migrates it when configured to, and builds the
 // handler. Close releases what it opened.
 func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version string, opts ...Option) (*Server, error) {
+	log = telemetry.Logger(log) // lines logged with a request's context carry its trace
 	st, err := store.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
+		return nil, err
+	}
+	if err := st.DB().Use(telemetry.GormPlugin()); err != nil {
+		st.Close()
 		return nil, err
 	}
 	if cfg.Migrate {
@@ -75,12 +92,24 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	for _, o := range opts {
 		o(&topts)
 	}
+	tel, ownTel := topts.Telemetry, topts.Telemetry == nil
+	if ownTel {
+		tel, err = telemetry.Setup(ctx, telemetry.Config{Version: version, Prometheus: cfg.Metrics, Logger: log, SetGlobal: true})
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+		topts.Telemetry = tel
+	}
 	reg, err := tenants.NewRegistry(ctx, topts)
 	if err != nil {
+		if ownTel {
+			_ = tel.Shutdown(ctx)
+		}
 		st.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, store: st, registry: reg}
+	s := &Server{cfg: cfg, log: log, store: st, registry: reg, tel: tel, ownTel: ownTel}
 	if cfg.BootstrapToken == "" && cfg.AdminIssuer == "" {
 		log.Warn("no admin credential configured: the admin API refuses every request (set PLATFORM_ADMIN_ISSUER or, for a first start, PLATFORM_BOOTSTRAP_TOKEN)")
 	}
@@ -114,6 +143,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	})
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", s.ready)
+	if h := tel.Handler(); h != nil && cfg.Metrics {
+		r.GET("/metrics", metricsAuth(cfg.MetricsToken, h))
+	}
 	mcp := gin.WrapH(reg)
 	r.Any("/t/:slug/mcp", mcp)
 	r.GET("/.well-known/oauth-protected-resource/t/:slug/mcp", func(c *gin.Context) {
@@ -167,7 +199,7 @@ func recoverer(log *slog.Logger) gin.HandlerFunc {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				log.Error("panic serving request", "path", c.Request.URL.Path, "panic", fmt.Sprint(v))
+				log.ErrorContext(c.Request.Context(), "panic serving request", "path", c.Request.URL.Path, "panic", fmt.Sprint(v))
 				c.AbortWithStatusJSON(http.StatusInternalServerError, gin.H{"type": "urn:opsmcp:problem:internal", "title": "Internal error", "status": 500})
 			}
 		}()
@@ -205,9 +237,38 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Store exposes the database, for commands and tests.
 func (s *Server) Store() *store.Store { return s.store }
 
-// Close stops background work and closes the database.
+// Telemetry is the replica's telemetry: the keys package reports its key
+// rings through it (ReportKeyRings), other packages take its providers.
+func (s *Server) Telemetry() *telemetry.Telemetry { return s.tel }
+
+// metricsAuth serves the Prometheus exposition, behind a bearer token
+// when one is configured (tenant slugs are labels).
+func metricsAuth(token string, h http.Handler) gin.HandlerFunc {
+	want := sha256.Sum256([]byte(token))
+	return func(c *gin.Context) {
+		if token != "" {
+			got := sha256.Sum256([]byte(strings.TrimPrefix(c.GetHeader("Authorization"), "Bearer ")))
+			if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+				c.Header("WWW-Authenticate", `Bearer realm="metrics"`)
+				c.AbortWithStatus(http.StatusUnauthorized)
+				return
+			}
+		}
+		h.ServeHTTP(c.Writer, c.Request)
+	}
+}
+
+// Close stops background work, flushes telemetry (spans still queued,
+// the last metric export; at most five seconds) and closes the database.
 func (s *Server) Close() error {
 	s.registry.Close()
+	if s.ownTel {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := s.tel.Shutdown(ctx); err != nil {
+			s.log.Warn("telemetry flush incomplete", "err", err)
+		}
+		cancel()
+	}
 	return s.store.Close()
 }
 

@@ -381,7 +381,7 @@ func (reg *Registry) runFlow(c *call, rsp *responder, t *target, b mrtr.Binding,
 				rsp.error(errMissingCapability(mc.Required))
 				return
 			}
-			reg.log.Error("declared inputs failed", "tenant", c.snap.slug, "target", t.name, "err", err)
+			reg.log.ErrorContext(c.ctx(), "declared inputs failed", "tenant", c.snap.slug, "target", t.name, "err", err)
 			rsp.error(errInternal())
 			return
 		}
@@ -420,12 +420,12 @@ func (reg *Registry) runFlow(c *call, rsp *responder, t *target, b mrtr.Binding,
 		req.URI = c.uri
 	}
 	start := time.Now()
-	resp, err := reg.webhooks.deliver(c.ctx(), t.handler.URL, t.secret,
+	resp, err := reg.webhooks.deliver(c.ctx(), c.snap.slug, t.handler.URL, t.secret,
 		time.Duration(t.handler.Timeout())*time.Millisecond, req, rsp)
 	if err != nil {
 		var we *WebhookError
 		errors.As(err, &we)
-		reg.log.Warn("webhook failed", "tenant", c.snap.slug, "target", t.name, "class", we.Class,
+		reg.log.WarnContext(c.ctx(), "webhook failed", "tenant", c.snap.slug, "target", t.name, "class", we.Class,
 			"detail", we.Detail, "duration", time.Since(start))
 		if we.Class == "canceled" {
 			return
@@ -470,6 +470,7 @@ func (reg *Registry) webhookFailed(c *call, rsp *responder, t *target, we *Webho
 // InputRequiredResult.
 func (reg *Registry) inputRequired(c *call, rsp *responder, b mrtr.Binding, rd *round, open map[string]mrtr.InputRequest) {
 	tok, err := reg.seal(c.ctx(), c.snap, b, rd)
+	c.obs().sealOutcome(rd.sealedKey, err == nil)
 	if err != nil {
 		if errors.Is(err, mrtr.ErrTooManyRounds) {
 			msg := fmt.Sprintf("This call needed more than %d rounds of input and was stopped.", c.snap.settings.Rounds())
@@ -480,10 +481,11 @@ func (reg *Registry) inputRequired(c *call, rsp *responder, b mrtr.Binding, rd *
 			}
 			return
 		}
-		reg.log.Error("refusing to seal requestState", "tenant", c.snap.slug, "method", c.method, "err", err)
+		reg.log.ErrorContext(c.ctx(), "refusing to seal requestState", "tenant", c.snap.slug, "method", c.method, "err", err)
 		rsp.error(errInternal())
 		return
 	}
+	c.obs().askedInputs(open)
 	rsp.result(&mrtr.InputRequiredResult{
 		ResultType:    mrtr.ResultTypeInputRequired,
 		InputRequests: open,

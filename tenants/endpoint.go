@@ -63,6 +63,8 @@ var removed = map[string]bool{
 
 // ServeHTTP serves POST /t/{slug}/mcp.
 func (reg *Registry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w, r, ob := reg.observe(w, r)
+	defer ob.end()
 	slug, ok := slugOf(r.URL.Path)
 	if !ok {
 		writeError(w, nil, newError(http.StatusNotFound, codeInvalidRequest, "Not an MCP endpoint", nil))
@@ -77,7 +79,7 @@ func (reg *Registry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	snap, err := reg.lookup(r.Context(), slug)
 	if err != nil {
-		reg.log.Error("tenant lookup failed", "tenant", slug, "err", err)
+		reg.log.ErrorContext(r.Context(), "tenant lookup failed", "tenant", slug, "err", err)
 		writeError(w, nil, newError(http.StatusServiceUnavailable, codeInternal, "Tenant catalogue unavailable", nil))
 		return
 	}
@@ -85,6 +87,7 @@ func (reg *Registry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, nil, newError(http.StatusNotFound, codeInvalidRequest, "Unknown MCP endpoint", nil))
 		return
 	}
+	ob.tenant(snap)
 	if !reg.originAllowed(r, snap) {
 		writeError(w, nil, newError(http.StatusForbidden, codeInvalidRequest, "Origin not allowed", nil))
 		return
@@ -117,6 +120,7 @@ func (reg *Registry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, c.id, e)
 		return
 	}
+	ob.begin(c)
 	reg.dispatch(c)
 }
 
@@ -231,6 +235,7 @@ func (reg *Registry) hostAllowed(host string) bool {
 
 // parse decodes the JSON-RPC envelope and the params.
 func (c *call) parse(body []byte) *rpcError {
+	c.watch()
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
 		return newError(http.StatusBadRequest, codeInvalidRequest, "Empty request body", nil)

@@ -10,7 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/opsmcp/platform/mrtr"
+	"github.com/opsmcp/platform/telemetry"
 )
 
 // webhookKeyPrefix marks the wire keys of input requests a webhook asked
@@ -99,6 +102,9 @@ func (f *flowEngine) sealer(ctx context.Context, s *snapshot) (*mrtr.Sealer, err
 type flowState struct {
 	Webhook string   `json:"s,omitempty"`
 	Asked   []string `json:"k,omitempty"`
+	// Served is the milliseconds the platform spent on the flow's rounds
+	// so far, so the flow span can tell server time from client wait.
+	Served int64 `json:"t,omitempty"`
 }
 
 // round is the state of one flow as this request continues it.
@@ -109,6 +115,12 @@ type round struct {
 	record mrtr.Record
 	state  flowState
 	keyID  string // the key that verified the inbound state, if any
+	// arrived is when this round's request arrived; served is the server
+	// time of the flow's earlier rounds; sealedKey is the key that sealed
+	// the next round's state.
+	arrived   time.Time
+	served    time.Duration
+	sealedKey string
 }
 
 func newFlowID() string {
@@ -123,14 +135,17 @@ func newFlowID() string {
 func (reg *Registry) openRound(c *call, b mrtr.Binding) (*round, *rpcError) {
 	tok, present, err := mrtr.TokenFromJSON(c.p.RequestState)
 	if err == nil && !present {
-		return &round{flowID: newFlowID(), number: 1, start: reg.flows.now()}, nil
+		rd := &round{flowID: newFlowID(), number: 1, start: c.arrived(), arrived: c.arrived()}
+		c.obs().fresh(rd)
+		return rd, nil
 	}
 	var claims *mrtr.Claims
 	if err == nil {
 		var sealer *mrtr.Sealer
 		if sealer, err = reg.flows.sealer(c.ctx(), c.snap); err != nil {
 			// No usable key ring: fail closed, with the one frozen answer.
-			reg.log.Error("no key ring for tenant", "tenant", c.snap.slug, "err", err)
+			reg.log.ErrorContext(c.ctx(), "no key ring for tenant", "tenant", c.snap.slug, "err", err)
+			c.obs().rejected("no_key_ring")
 			return nil, errInvalidState()
 		}
 		tenantID := c.snap.tenantID
@@ -143,7 +158,8 @@ func (reg *Registry) openRound(c *call, b mrtr.Binding) (*round, *rpcError) {
 		if errors.As(err, &rej) {
 			reason = rej.Reason
 		}
-		reg.log.Warn("requestState rejected", "tenant", c.snap.slug, "method", c.method, "reason", reason)
+		reg.log.WarnContext(c.ctx(), "requestState rejected", "tenant", c.snap.slug, "method", c.method, "reason", reason)
+		c.obs().rejected(reason)
 		return nil, errInvalidState()
 	}
 	rd := &round{
@@ -153,17 +169,22 @@ func (reg *Registry) openRound(c *call, b mrtr.Binding) (*round, *rpcError) {
 		record: mrtr.DecodeRecord(claims.Resolver),
 		keyID:  claims.KeyID,
 	}
+	rd.arrived = c.arrived()
 	if len(claims.State) > 0 && json.Unmarshal(claims.State, &rd.state) != nil {
 		// The platform sealed this itself, so this cannot happen short of
 		// a format change; treat it like any other bad state.
-		reg.log.Warn("requestState rejected", "tenant", c.snap.slug, "method", c.method, "reason", "flow_state")
+		reg.log.WarnContext(c.ctx(), "requestState rejected", "tenant", c.snap.slug, "method", c.method, "reason", "flow_state")
+		c.obs().rejected("flow_state")
 		return nil, errInvalidState()
 	}
+	rd.served = time.Duration(rd.state.Served) * time.Millisecond
+	c.obs().verified(rd, claims.KeyID, claims.Parent)
 	return rd, nil
 }
 
 // seal mints the requestState for the next round of rd.
 func (reg *Registry) seal(ctx context.Context, s *snapshot, b mrtr.Binding, rd *round) (string, error) {
+	rd.state.Served = (rd.served + time.Since(rd.arrived)).Milliseconds()
 	state, err := json.Marshal(rd.state)
 	if err != nil {
 		return "", err
@@ -179,11 +200,16 @@ func (reg *Registry) seal(ctx context.Context, s *snapshot, b mrtr.Binding, rd *
 		Resolver:  rec,
 		State:     state,
 	}
+	// The next round links to this one, whichever replica serves it.
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		claims.Parent = telemetry.Traceparent(span.SpanContext())
+	}
 	sealer, err := reg.flows.sealer(ctx, s)
 	if err != nil {
 		return "", fmt.Errorf("key ring: %w", err)
 	}
-	tok, _, err := sealer.Seal(ctx, b, claims)
+	tok, keyID, err := sealer.Seal(ctx, b, claims)
+	rd.sealedKey = keyID
 	return tok, err
 }
 

@@ -99,6 +99,7 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // writeJSON sends one JSON-RPC message as application/json.
 func writeJSON(w http.ResponseWriter, status int, msg any) {
+	observed(w, msg)
 	buf := bufPool.Get().(*bytes.Buffer)
 	buf.Reset()
 	defer bufPool.Put(buf)
@@ -152,6 +153,7 @@ func (s *sseWriter) start() {
 
 // send writes one message as an event and flushes it.
 func (s *sseWriter) send(msg any) error {
+	observed(s.w, msg)
 	s.start()
 	body, err := json.Marshal(msg)
 	if err != nil {

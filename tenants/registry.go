@@ -13,6 +13,7 @@ import (
 
 	"github.com/opsmcp/platform/auth"
 	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/telemetry"
 )
 
 // Options configures the registry and every tenant endpoint.
@@ -44,6 +45,8 @@ type Options struct {
 	// AllowedHosts are extra Host header values (host or host:port) the
 	// endpoints answer to, beyond the public URL's host and loopback.
 	AllowedHosts []string
+	// Telemetry traces and measures every request; nil records nothing.
+	Telemetry *telemetry.Telemetry
 }
 
 // Registry resolves tenants to cached catalogue snapshots, keeps them
@@ -59,6 +62,7 @@ type Registry struct {
 
 	publicHost   string
 	allowedHosts map[string]bool
+	tel          *telemetry.Telemetry
 
 	mu      sync.RWMutex
 	revoked map[string]map[string]bool // tenant id -> cancelled flow ids
@@ -111,6 +115,8 @@ func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
 	if u, err := url.Parse(opts.PublicURL); err == nil {
 		r.publicHost = u.Host
 	}
+	r.tel, r.webhooks.tel = opts.Telemetry, opts.Telemetry
+	r.log = telemetry.Logger(r.log) // lines logged with a request's context carry its trace
 	r.allowedHosts = map[string]bool{}
 	for _, h := range opts.AllowedHosts {
 		r.allowedHosts[strings.ToLower(strings.TrimSpace(h))] = true
@@ -170,7 +176,7 @@ func (r *Registry) load(ctx context.Context, slug string) (*snapshot, error) {
 	}
 	s, errs := buildSnapshot(c)
 	for _, e := range errs {
-		r.log.Error("catalogue item skipped", "tenant", slug, "err", e)
+		r.log.ErrorContext(ctx, "catalogue item skipped", "tenant", slug, "err", e)
 	}
 	r.mu.Lock()
 	old := r.cache[slug]
@@ -194,7 +200,7 @@ func (r *Registry) Invalidate(ctx context.Context, slug string) {
 		return
 	}
 	if _, err := r.load(ctx, slug); err != nil {
-		r.log.Warn("catalogue reload failed", "tenant", slug, "err", err)
+		r.log.WarnContext(ctx, "catalogue reload failed", "tenant", slug, "err", err)
 	}
 }
 

@@ -31,6 +31,10 @@ type Settings struct {
 	AllowedOrigins []string `json:"allowedOrigins,omitempty"`
 	// ListTTLMs is the ttlMs hint on list results. Default 60000.
 	ListTTLMs *int `json:"listTtlMs,omitempty"`
+	// TraceContent records tool call arguments and results on spans
+	// (gen_ai.tool.call.arguments and .result, 8 KiB each at most). Off by
+	// default: they may hold personal data.
+	TraceContent bool `json:"traceContent,omitempty"`
 	// Auth is who may call: public, or bearer tokens from trusted issuers.
 	// The zero value trusts nobody, so a new tenant fails closed until it
 	// names an issuer or is made explicitly public.

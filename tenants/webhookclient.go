@@ -12,9 +12,15 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	neturl "net/url"
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/opsmcp/platform/telemetry"
 	"github.com/opsmcp/platform/webhook"
 )
 
@@ -34,6 +40,7 @@ type webhookClient struct {
 	http        *http.Client
 	maxResponse int64
 	now         func() time.Time
+	tel         *telemetry.Telemetry
 }
 
 // blockedPrefixes are address ranges a webhook may not reach unless the
@@ -92,7 +99,7 @@ func newWebhookClient(allowPrivate bool, maxResponse int64) *webhookClient {
 	}
 	return &webhookClient{
 		http: &http.Client{
-			Transport: tr,
+			Transport: statusRecorder{tr},
 			// A redirect would let a tenant's backend point the platform at
 			// any address; deliveries never follow one.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -109,8 +116,72 @@ type streamSink interface {
 }
 
 // deliver POSTs req to url, signed with secret, within timeout, and
-// returns the backend's response. Every failure is a *WebhookError.
-func (c *webhookClient) deliver(ctx context.Context, url, secret string, timeout time.Duration, req *webhook.Request, sink streamSink) (*webhook.Response, error) {
+// returns the backend's response. Every failure is a *WebhookError. The
+// delivery is a CLIENT span whose context the backend receives (in the
+// trace header and req.Trace), and a duration in the webhook metrics.
+func (c *webhookClient) deliver(ctx context.Context, tenant, url, secret string, timeout time.Duration, req *webhook.Request, sink streamSink) (*webhook.Response, error) {
+	start := time.Now()
+	var span trace.Span
+	if c.tel.Tracing() {
+		attrs := []attribute.KeyValue{
+			telemetry.AttrHTTPMethod.String(http.MethodPost),
+			telemetry.AttrTenant.String(tenant),
+			telemetry.AttrWebhookKind.String(req.Kind),
+			telemetry.AttrWebhookTarget.String(req.Name),
+			telemetry.AttrFlowID.String(req.Flow.ID),
+			telemetry.AttrFlowRound.Int(req.Flow.Round),
+		}
+		if u, err := neturl.Parse(url); err == nil {
+			attrs = append(attrs, telemetry.ServerAddr(u.Host, u.Scheme)...)
+		}
+		ctx, span = c.tel.Tracer().Start(ctx, "webhook "+req.Kind+" "+req.Name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	} else {
+		span = trace.SpanFromContext(ctx) // the caller's context, if any, still reaches the backend
+	}
+	if sc := span.SpanContext(); sc.IsValid() {
+		req.Trace = &webhook.Trace{Traceparent: telemetry.Traceparent(sc), Tracestate: sc.TraceState().String()}
+	}
+	resp, err := c.post(ctx, url, secret, timeout, req, sink)
+	outcome := ""
+	var we *WebhookError
+	if errors.As(err, &we) {
+		outcome = we.Class
+	} else if resp != nil {
+		outcome = resp.Type
+	}
+	c.tel.Metrics().Webhook(ctx, tenant, req.Kind, outcome, err != nil, time.Since(start))
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.AttrWebhookOutcome.String(outcome))
+		if err != nil {
+			span.SetAttributes(telemetry.AttrErrorType.String(outcome))
+			span.SetStatus(codes.Error, outcome)
+		}
+		span.End()
+	}
+	return resp, err
+}
+
+// statusRecorder puts the backend's HTTP status on the delivery span.
+type statusRecorder struct{ base http.RoundTripper }
+
+func (s statusRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := s.base.RoundTrip(r)
+	if err == nil {
+		if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
+			span.SetAttributes(telemetry.AttrHTTPStatus.Int(resp.StatusCode))
+		}
+	}
+	return resp, err
+}
+
+func (s statusRecorder) CloseIdleConnections() {
+	if c, ok := s.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// post is one delivery, untraced.
+func (c *webhookClient) post(ctx context.Context, url, secret string, timeout time.Duration, req *webhook.Request, sink streamSink) (*webhook.Response, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, &WebhookError{Class: "contract", Detail: "the request could not be encoded"}
