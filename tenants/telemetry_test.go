@@ -1,0 +1,676 @@
+package tenants_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/opsmcp/platform/config"
+	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/server"
+	"github.com/opsmcp/platform/telemetry"
+	"github.com/opsmcp/platform/webhook"
+)
+
+// traced starts telemetry whose spans go to an in-memory recorder.
+func traced(t *testing.T) (*tracetest.SpanRecorder, platformtest.Option) {
+	t.Helper()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	tel, err := telemetry.Setup(context.Background(), telemetry.Config{TracerProvider: tp, Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return rec, platformtest.WithServer(server.WithTelemetry(tel))
+}
+
+// waitSpans waits until n ended spans match keep (spans end just after
+// the answer is written) and returns them in end order.
+func waitSpans(t *testing.T, rec *tracetest.SpanRecorder, n int, keep func(sdktrace.ReadOnlySpan) bool) []sdktrace.ReadOnlySpan {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		var out []sdktrace.ReadOnlySpan
+		for _, s := range rec.Ended() {
+			if keep(s) {
+				out = append(out, s)
+			}
+		}
+		if len(out) >= n || time.Now().After(deadline) {
+			if len(out) != n {
+				t.Fatalf("want %d spans, have %d: %v", n, len(out), names(out))
+			}
+			return out
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func names(spans []sdktrace.ReadOnlySpan) []string {
+	var out []string
+	for _, s := range spans {
+		out = append(out, s.Name())
+	}
+	return out
+}
+
+func serverSpans(s sdktrace.ReadOnlySpan) bool { return s.SpanKind() == trace.SpanKindServer }
+
+func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
+	m := map[attribute.Key]attribute.Value{}
+	for _, kv := range s.Attributes() {
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
+func wantAttrs(t *testing.T, s sdktrace.ReadOnlySpan, want map[attribute.Key]any) {
+	t.Helper()
+	got := attrs(s)
+	for k, v := range want {
+		g, ok := got[k]
+		if !ok {
+			t.Errorf("%s: no %s (have %v)", s.Name(), k, s.Attributes())
+			continue
+		}
+		if v == nil {
+			continue // present, any value
+		}
+		if g.AsInterface() != v && fmt.Sprint(g.AsInterface()) != fmt.Sprint(v) {
+			t.Errorf("%s: %s = %v, want %v", s.Name(), k, g.AsInterface(), v)
+		}
+	}
+}
+
+// twoQuestionTool needs three rounds: a name, then a colour, then the
+// webhook answers.
+func twoQuestionTool(name, url string) obj {
+	return obj{"name": name, "description": "two questions in turn",
+		"inputSchema": obj{"type": "object", "properties": obj{"order": obj{"type": "string"}}},
+		"handler":     obj{"url": url},
+		"inputs": []obj{
+			formInput("who", "Your name?", "name"),
+			func() obj { m := formInput("colour", "Colour?", "colour"); m["when"] = obj{"input": "who"}; return m }(),
+		}}
+}
+
+// callTraced is call with a traceparent in _meta and, optionally, in the
+// HTTP headers.
+func callTraced(t *testing.T, p *platformtest.Platform, tool string, args, responses obj, state any, metaTP, headerTP string) *platformtest.Response {
+	t.Helper()
+	meta := platformtest.Meta(allCaps)
+	if metaTP != "" {
+		meta["traceparent"] = metaTP
+	}
+	params := obj{"name": tool, "arguments": args, "_meta": meta}
+	if responses != nil {
+		params["inputResponses"] = responses
+	}
+	if state != nil {
+		params["requestState"] = state
+	}
+	body, _ := json.Marshal(obj{"jsonrpc": "2.0", "id": "r-" + tool, "method": "tools/call", "params": params})
+	h := http.Header{"Content-Type": {"application/json"}, "Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {tool}}
+	if headerTP != "" {
+		h.Set("traceparent", headerTP)
+	}
+	return platformtest.Do(t, "POST", p.URL+"/t/acme/mcp", h, body)
+}
+
+func TestAFlowAcrossReplicasIsThreeLinkedRoundSpansAndOneFlowSpan(t *testing.T) {
+	keys := key()
+	db := platformtest.PostgresSchemaURL(t)
+	recA, withA := traced(t)
+	recB, withB := traced(t)
+	a := platformtest.Start(t, db, platformtest.WithStateKeys(keys), withA)
+	b := platformtest.Start(t, db, platformtest.WithStateKeys(keys), withB, platformtest.WithConfig(func(c *config.Config) { c.PublicURL = a.URL }))
+	h := newHook(t, answersHook)
+	a.Tenant(t, "acme")
+	h.setSecret(a.Tool(t, "acme", twoQuestionTool("order", h.URL)))
+	args := obj{"order": "o-1"}
+
+	// Round 1 on a, with the client's trace context in _meta.
+	const clientTrace = "0af7651916cd43dd8448eb211c80319c"
+	metaTP := "00-" + clientTrace + "-b7ad6b7169203331-01"
+	start := time.Now()
+	_, s1 := inputRequired(t, callTraced(t, a, "order", args, nil, nil, metaTP, ""))
+	time.Sleep(30 * time.Millisecond) // the user thinks
+	// Round 2 on b, without any trace context.
+	_, s2 := inputRequired(t, callTraced(t, b, "order", args, obj{"who": accept("name", "Ada")}, s1, "", ""))
+	time.Sleep(30 * time.Millisecond)
+	// Round 3 on a, with trace context in the HTTP headers only.
+	headerTP := "00-11111111111111111111111111111111-2222222222222222-01"
+	res := platformtest.Result(t, callTraced(t, a, "order", args, obj{"colour": accept("colour", "red")}, s2, "", headerTP))
+	if res["resultType"] != "complete" {
+		t.Fatalf("flow did not complete: %v", res)
+	}
+
+	onA := waitSpans(t, recA, 2, func(s sdktrace.ReadOnlySpan) bool {
+		return serverSpans(s) && strings.HasPrefix(s.Name(), "tools/call")
+	})
+	onB := waitSpans(t, recB, 1, func(s sdktrace.ReadOnlySpan) bool {
+		return serverSpans(s) && strings.HasPrefix(s.Name(), "tools/call")
+	})
+	r1, r2, r3 := onA[0], onB[0], onA[1]
+	for i, s := range []sdktrace.ReadOnlySpan{r1, r2, r3} {
+		if s.Name() != "tools/call order" {
+			t.Fatalf("round %d span name %q", i+1, s.Name())
+		}
+		wantAttrs(t, s, map[attribute.Key]any{
+			"mcp.method.name": "tools/call", "gen_ai.tool.name": "order", "gen_ai.operation.name": "execute_tool",
+			"mcp.protocol.version": "2026-07-28", "jsonrpc.request.id": "r-order", "network.transport": "tcp",
+			"network.protocol.name": "http", "client.address": "127.0.0.1", "client.port": nil,
+			"opsmcp.tenant": "acme", "opsmcp.flow.id": attrs(r1)["opsmcp.flow.id"].AsString(), "opsmcp.flow.round": i + 1,
+		})
+		if _, ok := attrs(s)["mcp.session.id"]; ok {
+			t.Fatal("mcp.session.id set on a 2026-07-28 request")
+		}
+		if s.Status().Code == codes.Error {
+			t.Fatalf("round %d is an error: %v", i+1, s.Status())
+		}
+	}
+	// Parents: _meta first, else the HTTP headers, else a new trace.
+	if r1.SpanContext().TraceID().String() != clientTrace || r1.Parent().SpanID().String() != "b7ad6b7169203331" {
+		t.Fatalf("round 1 parent %v", r1.Parent())
+	}
+	if r2.Parent().IsValid() {
+		t.Fatalf("round 2 had no trace context but has parent %v", r2.Parent())
+	}
+	if r3.SpanContext().TraceID().String() != "11111111111111111111111111111111" || r3.Parent().SpanID().String() != "2222222222222222" {
+		t.Fatalf("round 3 parent %v", r3.Parent())
+	}
+	// MRTR attributes of each round.
+	wantAttrs(t, r1, map[attribute.Key]any{"opsmcp.mrtr.result_type": "input_required", "opsmcp.state.seal.outcome": "minted",
+		"opsmcp.state.seal.key_id": nil, "opsmcp.mrtr.input_request.keys": "[who]", "opsmcp.mrtr.input_request.kinds": "[form]"})
+	wantAttrs(t, r2, map[attribute.Key]any{"opsmcp.mrtr.result_type": "input_required", "opsmcp.state.verify.outcome": "verified",
+		"opsmcp.state.verify.key_id": attrs(r1)["opsmcp.state.seal.key_id"].AsString(), "opsmcp.state.seal.outcome": "minted",
+		"opsmcp.mrtr.input_request.keys": "[colour]", "opsmcp.mrtr.input_request.kinds": "[form]"})
+	wantAttrs(t, r3, map[attribute.Key]any{"opsmcp.mrtr.result_type": "complete", "opsmcp.state.verify.outcome": "verified",
+		"opsmcp.state.verify.key_id": attrs(r2)["opsmcp.state.seal.key_id"].AsString()})
+	if _, ok := attrs(r1)["opsmcp.state.verify.outcome"]; ok {
+		t.Fatal("a fresh round has a verify outcome")
+	}
+	// Links: each round to the one that minted its state, across replicas.
+	linksTo := func(s, prev sdktrace.ReadOnlySpan) bool {
+		for _, l := range s.Links() {
+			if l.SpanContext.SpanID() == prev.SpanContext().SpanID() && l.SpanContext.TraceID() == prev.SpanContext().TraceID() {
+				return true
+			}
+		}
+		return false
+	}
+	if !linksTo(r2, r1) || !linksTo(r3, r2) {
+		t.Fatalf("rounds not linked: r2 %v, r3 %v", r2.Links(), r3.Links())
+	}
+
+	// One flow span, on the replica that completed it.
+	flows := waitSpans(t, recA, 1, func(s sdktrace.ReadOnlySpan) bool { return strings.HasPrefix(s.Name(), "flow ") })
+	if n := len(waitSpans(t, recB, 0, func(s sdktrace.ReadOnlySpan) bool { return strings.HasPrefix(s.Name(), "flow ") })); n != 0 {
+		t.Fatal("flow span on b")
+	}
+	f := flows[0]
+	if f.Name() != "flow tools/call order" || !linksTo(f, r3) || f.Parent().IsValid() {
+		t.Fatalf("flow span %q parent %v links %v", f.Name(), f.Parent(), f.Links())
+	}
+	wantAttrs(t, f, map[attribute.Key]any{"opsmcp.flow.rounds": 3, "opsmcp.flow.id": attrs(r1)["opsmcp.flow.id"].AsString(),
+		"opsmcp.tenant": "acme", "opsmcp.flow.outcome": "complete", "opsmcp.flow.client_wait": nil, "opsmcp.flow.server_time": nil})
+	if d := f.StartTime().Sub(r1.StartTime()); d < -time.Millisecond || d > 5*time.Millisecond || f.StartTime().Before(start.Add(-time.Millisecond)) {
+		t.Fatalf("flow starts %v after round 1", d)
+	}
+	if !f.EndTime().Equal(r3.EndTime()) {
+		t.Fatalf("flow ends %v, final round %v", f.EndTime(), r3.EndTime())
+	}
+	wait := attrs(f)["opsmcp.flow.client_wait"].AsFloat64()
+	served := attrs(f)["opsmcp.flow.server_time"].AsFloat64()
+	total := f.EndTime().Sub(f.StartTime()).Seconds()
+	if wait < 0.055 || wait > total || served <= 0 || wait+served > total+0.01 {
+		t.Fatalf("client wait %.3fs, server %.3fs, total %.3fs", wait, served, total)
+	}
+
+	// The webhook call is a CLIENT child of round 3, and the backend got
+	// its context.
+	hooks := waitSpans(t, recA, 1, func(s sdktrace.ReadOnlySpan) bool {
+		return s.SpanKind() == trace.SpanKindClient && strings.HasPrefix(s.Name(), "webhook ")
+	})
+	wh := hooks[0]
+	if wh.Parent().SpanID() != r3.SpanContext().SpanID() || wh.Name() != "webhook tool order" {
+		t.Fatalf("webhook span %q parent %v", wh.Name(), wh.Parent())
+	}
+	wantAttrs(t, wh, map[attribute.Key]any{"http.request.method": "POST", "http.response.status_code": 200, "server.address": "127.0.0.1",
+		"opsmcp.webhook.outcome": "complete", "opsmcp.webhook.kind": "tool", "opsmcp.flow.round": 3})
+	got := h.last().Trace
+	if got == nil || got.Traceparent != telemetry.Traceparent(wh.SpanContext()) {
+		t.Fatalf("backend got trace %+v, span is %s", got, telemetry.Traceparent(wh.SpanContext()))
+	}
+}
+
+func TestARejectedStateIsASpanEventAndALogLineWithTheTrace(t *testing.T) {
+	rec, with := traced(t)
+	h := newHook(t, answersHook)
+	p := platformtest.Start(t, platformtest.SQLiteURL(t), with)
+	p.Tenant(t, "acme")
+	h.setSecret(p.Tool(t, "acme", twoQuestionTool("order", h.URL)))
+	_, s1 := inputRequired(t, callTraced(t, p, "order", obj{"order": "o-1"}, nil, nil, "", ""))
+	r := callTraced(t, p, "order", obj{"order": "o-2"}, obj{"who": accept("name", "Ada")}, s1, "", "")
+	assertFrozen(t, r)
+	if strings.Contains(string(r.Body), "binding") {
+		t.Fatal("the reason reached the wire")
+	}
+	spans := waitSpans(t, rec, 2, serverSpans)
+	s := spans[1]
+	var reason string
+	for _, ev := range s.Events() {
+		if ev.Name == telemetry.EventStateRejected {
+			for _, kv := range ev.Attributes {
+				if kv.Key == telemetry.AttrRejectReason {
+					reason = kv.Value.AsString()
+				}
+			}
+		}
+	}
+	if reason != "binding" {
+		t.Fatalf("rejection event reason %q in %v", reason, s.Events())
+	}
+	wantAttrs(t, s, map[attribute.Key]any{"opsmcp.state.verify.outcome": "rejected", "error.type": "-32602", "rpc.response.status_code": "-32602"})
+	if s.Status().Code == codes.Error {
+		t.Fatal("-32602 counted as a server error")
+	}
+	// The log line of the rejection carries the span's ids.
+	var line map[string]any
+	for _, l := range strings.Split(p.Logs.String(), "\n") {
+		if strings.Contains(l, "requestState rejected") {
+			_ = json.Unmarshal([]byte(l), &line)
+		}
+	}
+	if line["trace_id"] != s.SpanContext().TraceID().String() || line["span_id"] != s.SpanContext().SpanID().String() {
+		t.Fatalf("log line %v, span %v", line, s.SpanContext())
+	}
+}
+
+func TestSpansNameErrorsToolErrorsAndTheDatabaseLoad(t *testing.T) {
+	rec, with := traced(t)
+	h := newHook(t, func(w http.ResponseWriter, _ *webhook.Request) { http.Error(w, "down", 500) })
+	p := platformtest.Start(t, platformtest.SQLiteURL(t), with)
+	p.Tenant(t, "acme")
+	h.setSecret(p.Tool(t, "acme", echoTool("echo", h.URL)))
+	// First request of this replica for the tenant: the catalogue load is
+	// a database span under the request's span.
+	res := platformtest.Result(t, p.MCP(t, "acme", "tools/call", obj{"name": "echo", "arguments": obj{"msg": "x"}}))
+	if res["isError"] != true {
+		t.Fatalf("want a tool error: %v", res)
+	}
+	p.MCP(t, "acme", "nope/method", nil)
+	spans := waitSpans(t, rec, 2, serverSpans)
+	call, unknown := spans[0], spans[1]
+	wantAttrs(t, call, map[attribute.Key]any{"error.type": "tool_error"})
+	if call.Status().Code != codes.Error {
+		t.Fatal("a tool error is not an error status")
+	}
+	if _, ok := attrs(call)["rpc.response.status_code"]; ok {
+		t.Fatal("a tool error has a JSON-RPC status code")
+	}
+	if unknown.Name() != "_OTHER" {
+		t.Fatalf("an unknown method names the span: %q", unknown.Name())
+	}
+	wantAttrs(t, unknown, map[attribute.Key]any{"mcp.method.name": "_OTHER", "error.type": "-32601", "rpc.response.status_code": "-32601", "opsmcp.tenant": "acme"})
+	hook := waitSpans(t, rec, 1, func(s sdktrace.ReadOnlySpan) bool { return strings.HasPrefix(s.Name(), "webhook ") })[0]
+	wantAttrs(t, hook, map[attribute.Key]any{"error.type": "status", "http.response.status_code": 500, "opsmcp.webhook.outcome": "status"})
+	var db []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if _, ok := attrs(s)["db.system.name"]; ok && s.Parent().SpanID() == call.SpanContext().SpanID() {
+			db = append(db, s)
+		}
+	}
+	if len(db) == 0 {
+		t.Fatal("no database span under the first request (the catalogue load)")
+	}
+	wantAttrs(t, db[0], map[attribute.Key]any{"db.system.name": "sqlite", "db.operation.name": "SELECT"})
+	if db[0].StartTime().Before(call.StartTime()) || db[0].EndTime().After(call.EndTime()) {
+		t.Fatal("database span outside its request")
+	}
+}
+
+func TestToolContentIsTracedOnlyWhenTheTenantOptsIn(t *testing.T) {
+	rec, with := traced(t)
+	h := newHook(t, replyText("result-text"))
+	p := platformtest.Start(t, platformtest.SQLiteURL(t), with)
+	p.Tenant(t, "acme")
+	h.setSecret(p.Tool(t, "acme", echoTool("echo", h.URL)))
+	p.MCP(t, "acme", "tools/call", obj{"name": "echo", "arguments": obj{"msg": "argument-text"}})
+	p.MustAdmin(t, 200, "PATCH", "/api/v1/tenants/acme", obj{"settings": obj{"traceContent": true}})
+	time.Sleep(150 * time.Millisecond) // the catalogue refresh
+	p.MCP(t, "acme", "tools/call", obj{"name": "echo", "arguments": obj{"msg": "argument-text"}})
+	spans := waitSpans(t, rec, 2, func(s sdktrace.ReadOnlySpan) bool { return serverSpans(s) && s.Name() == "tools/call echo" })
+	if _, ok := attrs(spans[0])["gen_ai.tool.call.arguments"]; ok {
+		t.Fatal("arguments traced without the opt-in")
+	}
+	wantAttrs(t, spans[1], map[attribute.Key]any{"gen_ai.tool.call.arguments": `{"msg":"argument-text"}`})
+	if r := attrs(spans[1])["gen_ai.tool.call.result"].AsString(); !strings.Contains(r, "result-text") {
+		t.Fatalf("result %q", r)
+	}
+}
+
+// otlpReceiver is an OTLP/HTTP collector: it decodes every protobuf
+// export it receives.
+type otlpReceiver struct {
+	*httptest.Server
+	mu      sync.Mutex
+	spans   []*tracepb.Span
+	res     []*commonpb.KeyValue
+	metrics int
+}
+
+func newReceiver(t testing.TB) *otlpReceiver {
+	rc := &otlpReceiver{}
+	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		switch r.URL.Path {
+		case "/v1/traces":
+			var req coltracepb.ExportTraceServiceRequest
+			if err := proto.Unmarshal(body, &req); err != nil {
+				http.Error(w, err.Error(), 400)
+				return
+			}
+			rc.mu.Lock()
+			for _, rs := range req.ResourceSpans {
+				rc.res = append(rc.res, rs.GetResource().GetAttributes()...)
+				for _, ss := range rs.ScopeSpans {
+					rc.spans = append(rc.spans, ss.Spans...)
+				}
+			}
+			rc.mu.Unlock()
+			out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+			w.Header().Set("Content-Type", "application/x-protobuf")
+			_, _ = w.Write(out)
+		case "/v1/metrics":
+			rc.mu.Lock()
+			rc.metrics++
+			rc.mu.Unlock()
+			w.Header().Set("Content-Type", "application/x-protobuf")
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+func strAttr(kvs []*commonpb.KeyValue, key string) string {
+	for _, kv := range kvs {
+		if kv.Key == key {
+			return kv.Value.GetStringValue()
+		}
+	}
+	return ""
+}
+
+func TestTheOTLPExporterDeliversLinkedSpansAndNoSecretIsEverExported(t *testing.T) {
+	rc := newReceiver(t)
+	getenv := func(k string) string {
+		return map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": rc.URL, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}[k]
+	}
+	tel, err := telemetry.Setup(context.Background(), telemetry.Config{Version: "test", InstanceID: "replica-1", Getenv: getenv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const answer = "Ada-the-answer-0e1f"
+	h := newHook(t, answersHook)
+	p := platformtest.Start(t, platformtest.SQLiteURL(t), platformtest.WithServer(server.WithTelemetry(tel)))
+	p.Tenant(t, "acme")
+	secret := p.Tool(t, "acme", twoQuestionTool("order", h.URL))
+	h.setSecret(secret)
+	const bearer = "Bearer b3arer-t0ken-never-logged"
+	do := func(responses obj, state any) *platformtest.Response {
+		params := obj{"name": "order", "arguments": obj{"order": "o-1"}, "_meta": platformtest.Meta(allCaps)}
+		if responses != nil {
+			params["inputResponses"] = responses
+		}
+		if state != nil {
+			params["requestState"] = state
+		}
+		body, _ := json.Marshal(obj{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+		return platformtest.Do(t, "POST", p.URL+"/t/acme/mcp", http.Header{"Content-Type": {"application/json"}, "Authorization": {bearer},
+			"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"order"}}, body)
+	}
+	_, s1 := inputRequired(t, do(nil, nil))
+	_, s2 := inputRequired(t, do(obj{"who": accept("name", answer)}, s1))
+	res := platformtest.Result(t, do(obj{"colour": accept("colour", answer+"-red")}, s2))
+	if !strings.Contains(toolText(t, res), answer) {
+		t.Fatal("the webhook did not see the answer")
+	}
+	assertFrozen(t, do(obj{"colour": accept("colour", "x")}, s1[:len(s1)-4]+"AAAA")) // a forged state
+	// Shutdown flushes the batch processor to the receiver.
+	time.Sleep(50 * time.Millisecond)
+	if err := tel.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	byName := map[string][]*tracepb.Span{}
+	for _, s := range rc.spans {
+		byName[s.Name] = append(byName[s.Name], s)
+	}
+	rounds := byName["tools/call order"]
+	if len(rounds) != 4 || len(byName["flow tools/call order"]) != 1 || len(byName["webhook tool order"]) != 1 {
+		t.Fatalf("exported spans: %v", func() []string {
+			var n []string
+			for k, v := range byName {
+				n = append(n, k+"×"+strconv.Itoa(len(v)))
+			}
+			return n
+		}())
+	}
+	for i := 1; i < 3; i++ {
+		prev, cur := rounds[i-1], rounds[i]
+		if len(cur.Links) != 1 || string(cur.Links[0].SpanId) != string(prev.SpanId) || string(cur.Links[0].TraceId) != string(prev.TraceId) {
+			t.Fatalf("round %d's link %v does not point at round %d", i+1, cur.Links, i)
+		}
+		if len(cur.TraceId) != 16 || string(cur.TraceId) == string(prev.TraceId) {
+			t.Fatal("rounds without client trace context should be separate traces")
+		}
+	}
+	flow := byName["flow tools/call order"][0]
+	if string(flow.Links[0].SpanId) != string(rounds[2].SpanId) {
+		t.Fatal("flow span not linked to the final round")
+	}
+	wh := byName["webhook tool order"][0]
+	if string(wh.TraceId) != string(rounds[2].TraceId) || string(wh.ParentSpanId) != string(rounds[2].SpanId) {
+		t.Fatal("webhook span not under the final round")
+	}
+	if strAttr(rc.res, "service.name") != "opsmcp-platform" || strAttr(rc.res, "service.version") != "test" || strAttr(rc.res, "service.instance.id") != "replica-1" {
+		t.Fatalf("resource %v", rc.res)
+	}
+	// No secret anywhere: attributes, events, links, resource, logs.
+	var exported []string
+	collect := func(kvs []*commonpb.KeyValue) {
+		for _, kv := range kvs {
+			b, _ := json.Marshal(kv.Value)
+			exported = append(exported, kv.Key+"="+string(b)+" "+kv.Value.String())
+		}
+	}
+	collect(rc.res)
+	for _, s := range rc.spans {
+		exported = append(exported, s.Name, s.Status.GetMessage(), string(s.TraceState))
+		collect(s.Attributes)
+		for _, e := range s.Events {
+			exported = append(exported, e.Name)
+			collect(e.Attributes)
+		}
+		for _, l := range s.Links {
+			collect(l.Attributes)
+		}
+	}
+	all := strings.Join(exported, "\n") + "\n" + p.Logs.String()
+	for what, s := range map[string]string{
+		"round 1 state": s1, "round 2 state": s2, "webhook secret": secret, "bearer token": strings.TrimPrefix(bearer, "Bearer "),
+		"admin token": platformtest.AdminToken, "answer": answer,
+	} {
+		if s == "" {
+			t.Fatalf("%s is empty", what)
+		}
+		if strings.Contains(all, s) {
+			t.Fatalf("the %s was exported or logged", what)
+		}
+	}
+	if !regexp.MustCompile(`opsmcp\.state\.rejection\.reason`).MatchString(all) {
+		t.Fatal("the rejection reason was not exported")
+	}
+}
+
+// sample is one line of the Prometheus text format.
+type sample struct {
+	name   string
+	labels map[string]string
+	value  float64
+}
+
+func scrape(t *testing.T, url, token string) []sample {
+	t.Helper()
+	h := http.Header{}
+	if token != "" {
+		h.Set("Authorization", "Bearer "+token)
+	}
+	r := platformtest.Do(t, "GET", url+"/metrics", h, nil)
+	if r.Status != 200 {
+		t.Fatalf("GET /metrics: %d", r.Status)
+	}
+	line := regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$`)
+	label := regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"`)
+	var out []sample
+	for _, l := range strings.Split(string(r.Body), "\n") {
+		m := line.FindStringSubmatch(l)
+		if m == nil || strings.HasPrefix(l, "#") {
+			continue
+		}
+		s := sample{name: m[1], labels: map[string]string{}}
+		for _, lm := range label.FindAllStringSubmatch(m[2], -1) {
+			s.labels[lm[1]] = lm[2]
+		}
+		s.value, _ = strconv.ParseFloat(m[3], 64)
+		out = append(out, s)
+	}
+	return out
+}
+
+// value sums the samples of name whose labels include want.
+func value(samples []sample, name string, want map[string]string) (float64, bool) {
+	var sum float64
+	found := false
+next:
+	for _, s := range samples {
+		if s.name != name {
+			continue
+		}
+		for k, v := range want {
+			if s.labels[k] != v {
+				continue next
+			}
+		}
+		sum += s.value
+		found = true
+	}
+	return sum, found
+}
+
+func TestPrometheusMetricsAfterAKnownFlow(t *testing.T) {
+	for _, k := range []string{"OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SDK_DISABLED"} {
+		t.Setenv(k, "")
+	}
+	const metricsToken = "m3trics-t0ken"
+	h := newHook(t, answersHook)
+	bad := newHook(t, func(w http.ResponseWriter, _ *webhook.Request) { http.Error(w, "down", 500) })
+	// The platform builds its own telemetry, as in production.
+	p := platformtest.Start(t, platformtest.SQLiteURL(t), platformtest.WithConfig(func(c *config.Config) { c.MetricsToken = metricsToken }))
+	p.Tenant(t, "acme")
+	h.setSecret(p.Tool(t, "acme", twoQuestionTool("order", h.URL)))
+	bad.setSecret(p.Tool(t, "acme", echoTool("echo", bad.URL)))
+	unregister, err := p.Server.Telemetry().ReportKeyRings(func(_ context.Context, report func(telemetry.KeyRing)) {
+		report(telemetry.KeyRing{Tenant: "acme", MinterAge: 2 * time.Hour, Phase: telemetry.PhaseAdded, Keys: 2})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unregister()
+
+	if r := platformtest.Do(t, "GET", p.URL+"/metrics", nil, nil); r.Status != http.StatusUnauthorized {
+		t.Fatalf("unauthenticated scrape: %d", r.Status)
+	}
+	args := obj{"order": "o-1"}
+	_, s1 := inputRequired(t, call(t, p, "acme", "order", args, nil, nil, allCaps))
+	_, s2 := inputRequired(t, call(t, p, "acme", "order", args, obj{"who": accept("name", "Ada")}, s1, allCaps))
+	platformtest.Result(t, call(t, p, "acme", "order", args, obj{"colour": accept("colour", "red")}, s2, allCaps))
+	assertFrozen(t, call(t, p, "acme", "order", obj{"order": "o-2"}, obj{"colour": accept("colour", "red")}, s2, allCaps)) // binding
+	platformtest.Result(t, p.MCP(t, "acme", "tools/call", obj{"name": "echo", "arguments": obj{"msg": "x"}}))              // webhook 500
+	p.MCP(t, "ghost", "tools/list", nil)                                                                                   // unknown tenant
+	time.Sleep(50 * time.Millisecond)                                                                                      // the last span and metric are recorded after the answer
+
+	m := scrape(t, p.URL, metricsToken)
+	expect := func(name string, labels map[string]string, want float64) {
+		t.Helper()
+		got, ok := value(m, name, labels)
+		if !ok || got != want {
+			t.Errorf("%s%v = %v (present %v), want %v", name, labels, got, ok, want)
+		}
+	}
+	acme := func(kv ...string) map[string]string {
+		l := map[string]string{"opsmcp_tenant": "acme"}
+		for i := 0; i+1 < len(kv); i += 2 {
+			l[kv[i]] = kv[i+1]
+		}
+		return l
+	}
+	// mcp.server.operation.duration, with the conventions' buckets.
+	expect("mcp_server_operation_duration_seconds_count", acme("mcp_method_name", "tools/call"), 5)
+	expect("mcp_server_operation_duration_seconds_count", acme("mcp_method_name", "tools/call", "error_type", "tool_error"), 1)
+	expect("mcp_server_operation_duration_seconds_count", acme("mcp_method_name", "tools/call", "error_type", "-32602", "rpc_response_status_code", "-32602"), 1)
+	for _, le := range []string{"0.01", "0.02", "0.05", "0.1", "0.2", "0.5", "1", "2", "5", "10", "30", "60", "120", "300", "+Inf"} {
+		if _, ok := value(m, "mcp_server_operation_duration_seconds_bucket", map[string]string{"le": le}); !ok {
+			t.Errorf("no bucket le=%s", le)
+		}
+	}
+	for _, s := range m {
+		if s.labels["opsmcp_tenant"] == "ghost" {
+			t.Fatal("an unknown tenant became a label")
+		}
+	}
+	// Rounds by result type.
+	expect("opsmcp_mrtr_rounds_total", acme("opsmcp_mrtr_result_type", "input_required"), 2)
+	expect("opsmcp_mrtr_rounds_total", acme("opsmcp_mrtr_result_type", "complete"), 2) // the flow's last round and the echo call
+	expect("opsmcp_mrtr_rounds_total", acme("opsmcp_mrtr_result_type", "error"), 1)
+	// Flow duration and rounds per completed flow.
+	expect("opsmcp_flow_rounds_count", acme("opsmcp_flow_outcome", "complete"), 1)
+	expect("opsmcp_flow_rounds_sum", acme("opsmcp_flow_outcome", "complete"), 3)
+	expect("opsmcp_flow_duration_seconds_count", acme("mcp_method_name", "tools/call"), 1)
+	// Rejections by reason.
+	expect("opsmcp_state_rejections_total", acme("opsmcp_state_rejection_reason", "binding"), 1)
+	// Webhook duration and failures by class.
+	expect("opsmcp_webhook_duration_seconds_count", acme("opsmcp_webhook_kind", "tool"), 2)
+	expect("opsmcp_webhook_failures_total", acme("opsmcp_webhook_failure_class", "status"), 1)
+	// Key rings, through the callback the keys package registers.
+	expect("opsmcp_keys_ring_age_seconds", acme(), 7200)
+	expect("opsmcp_keys_rotation_phase", acme(), 1)
+	expect("opsmcp_keys_ring_keys", acme(), 2)
+	if _, ok := value(m, "target_info", map[string]string{"service_name": "opsmcp-platform", "service_version": "test"}); !ok {
+		t.Error("no target_info with the service's name and version")
+	}
+}
