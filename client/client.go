@@ -136,7 +136,6 @@ type Client struct {
 	discovered *DiscoverResult
 	tools      map[string]*Tool
 	dropped    map[string]string
-	toolsFresh bool
 }
 
 // New returns a client for the MCP endpoint at url. It does no I/O: the

@@ -421,6 +421,9 @@ func TestToolsWithInvalidHeaderAnnotationsAreDroppedAndNeverCalled(t *testing.T)
 			t.Errorf("dropped %+v", d)
 		}
 	}
+	if got := c.DroppedTools(); len(got) != 13 || got[0].Name != "invalid_array_header" {
+		t.Fatalf("DroppedTools %v", got)
+	}
 	_, err = c.CallTool(context.Background(), "invalid_space_in_name", obj{"a": "x"})
 	var ite *client.InvalidToolError
 	if !errors.As(err, &ite) || ite.Name != "invalid_space_in_name" || !strings.Contains(err.Error(), "My Region") {
@@ -828,5 +831,41 @@ func TestListsFollowCursorsAndRefuseALoop(t *testing.T) {
 	}
 	if _, err := c.AllResources(context.Background()); err == nil || !strings.Contains(err.Error(), "repeats the cursor") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+func TestAToolTheClientHasNotSeenIsListedFirstAndAServerThatWillNotListIsStillCalled(t *testing.T) {
+	var listed atomic.Bool
+	f := newFake(t, func(r *recorded) answer {
+		if r.Method == "tools/list" {
+			if !listed.Swap(true) {
+				return result(r, toolsList())
+			}
+			return result(r, toolsList(obj{"name": "late", "inputSchema": obj{"type": "object", "properties": obj{"r": obj{"type": "string", "x-mcp-header": "R"}}}}))
+		}
+		return basic(r)
+	})
+	c := newClient(t, f.URL, client.Options{})
+	// The first listing does not name "late": it is called without headers.
+	if _, err := c.CallTool(context.Background(), "late", obj{"r": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	// Once the server lists it, the client learns its header.
+	if _, err := c.CallTool(context.Background(), "late", obj{"r": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	calls := f.requests("tools/call")
+	if calls[0].Header.Get("Mcp-Param-R") != "" || calls[1].Header.Get("Mcp-Param-R") != "x" {
+		t.Fatalf("headers %v / %v", calls[0].Header, calls[1].Header)
+	}
+
+	g := newFake(t, func(r *recorded) answer {
+		if r.Method == "tools/list" {
+			return rpcError(r, 403, -32600, "listing is not allowed", nil)
+		}
+		return basic(r)
+	})
+	if _, err := newClient(t, g.URL, client.Options{}).CallTool(context.Background(), "echo", nil); err != nil {
+		t.Fatalf("a server that refuses to list must still be callable: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -67,6 +68,18 @@ func (c *Client) ListTools(ctx context.Context, cursor string) (*ListToolsResult
 	return &res, nil
 }
 
+// DroppedTools lists the tools the client has seen listed and dropped
+// because their x-mcp-header annotations are invalid, by name.
+func (c *Client) DroppedTools() []DroppedTool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []DroppedTool
+	for _, name := range sortedKeys(c.dropped) {
+		out = append(out, DroppedTool{Name: name, Reason: c.dropped[name]})
+	}
+	return out
+}
+
 // AllTools lists every tool, following the pages.
 func (c *Client) AllTools(ctx context.Context) ([]Tool, error) {
 	var all []Tool
@@ -78,11 +91,6 @@ func (c *Client) AllTools(ctx context.Context) ([]Tool, error) {
 		all = append(all, res.Tools...)
 		return res.NextCursor, nil
 	})
-	if err == nil {
-		c.mu.Lock()
-		c.toolsFresh = true
-		c.mu.Unlock()
-	}
 	return all, err
 }
 
@@ -347,14 +355,17 @@ func (c *Client) CallTool(ctx context.Context, name string, arguments any, opts 
 	return &res, nil
 }
 
-// tool returns what the client knows of a tool, listing the tools once
-// when it does not know it; an *InvalidToolError for a dropped tool.
+// tool returns what the client knows of a tool, listing the tools when
+// it does not know it (a server that refuses to list leaves the call
+// without Mcp-Param headers); an *InvalidToolError for a dropped tool.
 func (c *Client) tool(ctx context.Context, name string) (*Tool, error) {
 	c.mu.Lock()
-	t, reason, fresh := c.tools[name], c.dropped[name], c.toolsFresh
+	t, reason := c.tools[name], c.dropped[name]
 	c.mu.Unlock()
-	if t == nil && reason == "" && !fresh {
-		if _, err := c.AllTools(ctx); err != nil {
+	if t == nil && reason == "" {
+		_, err := c.AllTools(ctx)
+		var re *RPCError
+		if err != nil && !errors.As(err, &re) {
 			return nil, err
 		}
 		c.mu.Lock()

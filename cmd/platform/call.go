@@ -225,8 +225,8 @@ func runCall(endpoint, verb string, rest []string, f *callFlags, stdin io.Reader
 		if err != nil {
 			return explain(err)
 		}
-		for _, name := range droppedTools(c) {
-			fmt.Fprintln(stderr, name)
+		for _, d := range c.DroppedTools() {
+			fmt.Fprintf(stderr, "skipped tool %s: %s\n", d.Name, d.Reason)
 		}
 		return out.tools(res)
 	case "prompts":
@@ -309,18 +309,6 @@ func explain(err error) error {
 		return &callError{"timed out"}
 	}
 	return err
-}
-
-func droppedTools(c *client.Client) []string {
-	res, err := c.ListTools(context.Background(), "")
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, d := range res.Dropped {
-		out = append(out, fmt.Sprintf("skipped tool %s: %s", d.Name, d.Reason))
-	}
-	return out
 }
 
 // findTool returns the listed tool named name, or nil when the server did

@@ -439,3 +439,37 @@ func TestTypedValuesFollowTheSchemaAndLocalRefsOnly(t *testing.T) {
 		}
 	}
 }
+
+func TestCallSendsTheBearerTokenFromTheFlagOrTheEnvironment(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var env struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&env)
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Authorization"))
+		mu.Unlock()
+		res := `{"resultType":"complete","tools":[],"ttlMs":0,"cacheScope":"private"}`
+		if env.Method == "server/discover" {
+			res = `{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{},"ttlMs":0,"cacheScope":"private"}`
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, env.ID, res)
+	}))
+	defer srv.Close()
+	if code, _, errs := runCallCmd(t, nil, srv.URL, "tools", "--token", "flag-token"); code != 0 {
+		t.Fatalf("%d %s", code, errs)
+	}
+	t.Setenv("PLATFORM_TOKEN", "env-token")
+	if code, _, errs := runCallCmd(t, nil, srv.URL, "tools"); code != 0 {
+		t.Fatalf("%d %s", code, errs)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(seen, ",") != "Bearer flag-token,Bearer flag-token,Bearer env-token,Bearer env-token" {
+		t.Fatalf("Authorization headers %q", seen)
+	}
+}
