@@ -798,7 +798,14 @@ func (u *ui) formFromAnswers(req *client.ElicitRequest, fields []field, required
 				res, _, err := u.formFromFields(req, fields, required, true)
 				return res, true, err
 			}
-			return nil, true, &callError{fmt.Sprintf("answer %q for %q: want accept, decline, cancel or an object", action, req.Key)}
+			if !hasField(fields, req.Key) {
+				return nil, true, &callError{fmt.Sprintf("answer %q for %q: want accept, decline, cancel or an object", action, req.Key)}
+			}
+			// The key also names one of the form's fields: a field answer.
+			return u.formFromFields(req, fields, required, false)
+		}
+		if !strings.HasPrefix(strings.TrimSpace(string(raw)), "{") && hasField(fields, req.Key) {
+			return u.formFromFields(req, fields, required, false)
 		}
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &m); err != nil {
@@ -828,6 +835,15 @@ func (u *ui) formFromAnswers(req *client.ElicitRequest, fields []field, required
 		return &client.ElicitResult{Action: "accept", Content: content}, true, nil
 	}
 	return u.formFromFields(req, fields, required, false)
+}
+
+func hasField(fields []field, name string) bool {
+	for _, f := range fields {
+		if f.name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // formFromFields answers a form from top-level answers named like its

@@ -193,6 +193,13 @@ func TestCallDeclinesAndCancelsFromTheAnswersFile(t *testing.T) {
 	if strings.Contains(errs, "pitch") || h.last == nil {
 		t.Fatalf("stderr %q", errs)
 	}
+	// A sampling answer cannot decline: declining ends the call, and
+	// nothing is sent to the server.
+	answers = writeAnswers(t, obj2{"login": "accept", "name": "Ada", "colour": "red", "pitch": "decline"})
+	code, out, errs = runCallCmd(t, nil, url, "tool", "order", "--arg", "order=o-1", "--answers", answers)
+	if code != 1 || out != "" || !strings.HasSuffix(errs, "platform call: the sampling request \"pitch\" was declined\n") {
+		t.Fatalf("%d %q %q", code, out, errs)
+	}
 }
 
 func TestCallGetsPromptsAndReadsResourcesAsTextOrJSON(t *testing.T) {
