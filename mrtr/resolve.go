@@ -541,9 +541,18 @@ func compileInput(in *Input, p string) (compiledInput, error) {
 		if c.schema, err = parseFormSchema(in.RequestedSchema, p+".requestedSchema"); err != nil {
 			return c, err
 		}
-		if c.schemaJS, err = Canonicalize(in.RequestedSchema); err != nil {
+		// Canonicalizing checks the schema is I-JSON; the question keeps the
+		// tenant's own property order (forms are shown in it), while its
+		// digest is taken over the canonical form, so order never matters
+		// to pinning.
+		if _, err = Canonicalize(in.RequestedSchema); err != nil {
 			return c, &InputError{Path: p + ".requestedSchema", Err: err}
 		}
+		var compact bytes.Buffer
+		if err = json.Compact(&compact, in.RequestedSchema); err != nil {
+			return c, &InputError{Path: p + ".requestedSchema", Err: err}
+		}
+		c.schemaJS = compact.Bytes()
 		c.need.form = true
 		c.usesArgs = c.message.hasArgs()
 	case KindURL:

@@ -116,7 +116,9 @@ func TestFirstRoundReturnsTheQuestion(t *testing.T) {
 	if !ok || q.Method != mrtr.MethodElicit {
 		t.Fatalf("Open = %v, want elicitation/create under user_name", res.Open)
 	}
-	want := `{"message":"What is your name?","requestedSchema":{"properties":{"name":{"type":"string"}},"required":["name"],"type":"object"}}`
+	// The schema keeps the tenant's own key order: clients show form
+	// fields in it.
+	want := `{"message":"What is your name?","requestedSchema":{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}}`
 	if string(q.Params) != want {
 		t.Errorf("params = %s\nwant %s", q.Params, want)
 	}
@@ -904,5 +906,18 @@ func BenchmarkResolve(b *testing.B) {
 		if err != nil || !res.Done {
 			b.Fatal(err, res)
 		}
+	}
+}
+
+func TestFormFieldOrderIsTheTenantsAndDoesNotChangeTheDigest(t *testing.T) {
+	ab := formQuestion("f", "Form?", `{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"string"}}}`)
+	ba := formQuestion("f", "Form?", `{"properties":{"alpha":{"type":"string"},"zeta":{"type":"string"}},"type":"object"}`)
+	r1 := resolveOK(t, []mrtr.Input{ab}, "", mrtr.Record{}, nil, bareElicitation)
+	r2 := resolveOK(t, []mrtr.Input{ba}, "", mrtr.Record{}, nil, bareElicitation)
+	if p := string(r1.Open["f"].Params); !strings.Contains(p, `"zeta":{"type":"string"},"alpha"`) {
+		t.Fatalf("field order not kept: %s", p)
+	}
+	if r1.Record.Asked["f"] != r2.Record.Asked["f"] {
+		t.Fatalf("the same question in another key order got another digest: %q vs %q", r1.Record.Asked["f"], r2.Record.Asked["f"])
 	}
 }
