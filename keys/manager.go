@@ -1,0 +1,555 @@
+package keys
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/opsmcp/platform/mrtr"
+	"github.com/opsmcp/platform/store"
+)
+
+// Providers.
+const (
+	ProviderLocal = "local"
+	ProviderVault = "vault"
+)
+
+// Options configures a Manager.
+type Options struct {
+	// Provider is local or vault.
+	Provider string
+	// Store lists tenants (for the scheduler and their state TTLs) and,
+	// with the local provider, holds the rings.
+	Store *store.Store
+	// Logger; nil is slog.Default().
+	Logger *slog.Logger
+	// ReplicaID names this replica in records; default host name + pid.
+	ReplicaID string
+
+	// Refresh is how often every replica re-checks every ring it serves
+	// (one metadata read per tenant). Default 1s.
+	Refresh time.Duration
+	// ClockSkew is the largest clock difference assumed between replicas
+	// (and Vault). The propagation margin is Refresh + ClockSkew. Default 5s.
+	ClockSkew time.Duration
+	// Staleness is how long a replica keeps serving a ring it cannot
+	// re-check (Vault unreachable); past it, the tenant fails closed.
+	// Default 5m.
+	Staleness time.Duration
+	// ScheduleEvery is how often the scheduler looks for due phases.
+	// Default 10s.
+	ScheduleEvery time.Duration
+	// Period is the rotation period of new rings. Default 30 days.
+	Period time.Duration
+	// Custody is the kind of key new rings (and rotations of rings that
+	// do not say otherwise) use: aes or transit (Vault only). Default aes.
+	Custody string
+	// NoAutoCreate stops the manager from creating a ring for a tenant
+	// that has none: such a tenant fails closed until an admin creates
+	// one.
+	NoAutoCreate bool
+	// NoScheduler disables the scheduler on this replica (rings are
+	// still refreshed and served).
+	NoScheduler bool
+
+	// MasterKey seals rings in the database (local provider; ≥ 32 bytes).
+	MasterKey []byte
+	// Vault configures the Vault provider.
+	Vault VaultOptions
+
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+}
+
+// Manager serves every tenant's ring from a cache that it refreshes on a
+// short interval, runs the rotation scheduler, and performs the admin
+// operations. It implements tenants.KeyRings (the Codec method).
+type Manager struct {
+	opts    Options
+	log     *slog.Logger
+	be      backend
+	vault   *vaultConn
+	transit *transitEngine
+
+	mu      sync.Mutex
+	entries map[string]*entry
+
+	health   healthState
+	rescued  atomic.Int64 // rounds opened only thanks to a refresh on an unknown key
+	enforced sync.Map     // tenant id → generation whose Transit floor is applied
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// entry is one tenant's cached ring.
+type entry struct {
+	tenant     string
+	snap       atomic.Pointer[snapshot]
+	load       sync.Mutex // serialises reads from the backend
+	lastForced atomic.Int64
+}
+
+// snapshot is one observed state of a tenant's record. Immutable.
+type snapshot struct {
+	rec     *Record
+	version int64 // backend version; -1 when nothing could be read
+	codec   bindingCodec
+	err     error // the tenant fails closed with it
+	checked time.Time
+}
+
+// New builds a manager. It does not contact Vault: a replica starts even
+// when Vault is down, reports degraded, and catches up when it returns.
+// Call Start to run the refresh loop and the scheduler, Close to stop.
+func New(opts Options) (*Manager, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Store == nil {
+		return nil, errors.New("keys: a store is required")
+	}
+	if opts.Refresh <= 0 {
+		opts.Refresh = time.Second
+	}
+	if opts.ClockSkew < 0 {
+		return nil, errors.New("keys: clock skew must not be negative")
+	}
+	if opts.ClockSkew == 0 {
+		opts.ClockSkew = 5 * time.Second
+	}
+	if opts.Staleness <= 0 {
+		opts.Staleness = 5 * time.Minute
+	}
+	if opts.Staleness < 2*opts.Refresh {
+		return nil, fmt.Errorf("keys: staleness (%s) must be at least twice the refresh interval (%s)", opts.Staleness, opts.Refresh)
+	}
+	if opts.ScheduleEvery <= 0 {
+		opts.ScheduleEvery = 10 * time.Second
+	}
+	if opts.Period == 0 {
+		opts.Period = 30 * 24 * time.Hour
+	}
+	if opts.Period < MinPeriod || opts.Period > MaxPeriod {
+		return nil, fmt.Errorf("keys: rotation period %s out of range (%s to %s)", opts.Period, MinPeriod, MaxPeriod)
+	}
+	if opts.Custody == "" {
+		opts.Custody = KindAES
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.ReplicaID == "" {
+		host, _ := os.Hostname()
+		opts.ReplicaID = fmt.Sprintf("%s/%d", host, os.Getpid())
+	}
+	m := &Manager{opts: opts, log: opts.Logger.With("component", "keys"), entries: map[string]*entry{}}
+	switch opts.Provider {
+	case ProviderLocal:
+		if opts.Custody != KindAES {
+			return nil, fmt.Errorf("keys: the local provider holds aes keys only, not %q", opts.Custody)
+		}
+		be, err := newLocalBackend(opts.Store, opts.MasterKey)
+		if err != nil {
+			return nil, err
+		}
+		m.be = be
+	case ProviderVault:
+		switch opts.Custody {
+		case KindAES, KindTransit:
+		default:
+			return nil, fmt.Errorf("keys: custody must be aes or transit, not %q", opts.Custody)
+		}
+		v, err := newVaultConn(opts.Vault, m.log)
+		if err != nil {
+			return nil, err
+		}
+		m.vault = v
+		m.be = &kvBackend{v: v, mount: v.opts.KVMount, prefix: v.opts.Prefix}
+		m.transit = &transitEngine{v: v, mount: v.opts.TransitMount, prefix: v.opts.TransitPrefix}
+	default:
+		return nil, fmt.Errorf("keys: provider must be local or vault, not %q", opts.Provider)
+	}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.health.since = opts.Now()
+	return m, nil
+}
+
+// Margin is the propagation margin: the refresh interval plus the clock
+// skew. Promotion waits it out after staging; retirement adds it to the
+// state TTL after promotion.
+func (m *Manager) Margin() time.Duration { return m.opts.Refresh + m.opts.ClockSkew }
+
+// Rescued counts tokens this replica could open only after refreshing a
+// ring on an unknown key id: zero in a healthy scheduled rotation, where
+// the propagation margin means every replica verifies a key before any
+// replica mints with it.
+func (m *Manager) Rescued() int64 { return m.rescued.Load() }
+
+// Provider names the backend: local or vault.
+func (m *Manager) Provider() string { return m.be.name() }
+
+// Start runs the refresh loop, the scheduler (unless disabled) and, with
+// Vault, the token keeper. Idempotent; a nil Manager is a no-op.
+func (m *Manager) Start() {
+	if m == nil {
+		return
+	}
+	m.once.Do(func() {
+		if m.vault != nil {
+			m.wg.Go(func() { m.vault.keepAlive(m.ctx) })
+		}
+		m.wg.Go(m.refreshLoop)
+		if !m.opts.NoScheduler {
+			m.wg.Go(m.scheduleLoop)
+		}
+	})
+}
+
+// Close stops background work and waits for it. A nil Manager is a no-op.
+func (m *Manager) Close() {
+	if m == nil {
+		return
+	}
+	m.cancel()
+	m.wg.Wait()
+}
+
+func (m *Manager) now() time.Time { return m.opts.Now() }
+
+func (m *Manager) entry(tenantID string) *entry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.entries[tenantID]
+	if !ok {
+		e = &entry{tenant: tenantID}
+		m.entries[tenantID] = e
+	}
+	return e
+}
+
+func (m *Manager) allEntries() []*entry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*entry, 0, len(m.entries))
+	for _, e := range m.entries {
+		out = append(out, e)
+	}
+	return out
+}
+
+// ErrStale means a tenant's ring could not be re-checked for longer than
+// the configured staleness: it fails closed until the backend answers.
+var ErrStale = errors.New("keys: the tenant's key ring is stale (the key store has not answered within the staleness limit)")
+
+// Codec implements tenants.KeyRings: the tenant's ring from the cache,
+// loaded (or created) on first use. An error means the tenant fails
+// closed: no ring, a malformed or foreign record, or a ring too stale.
+func (m *Manager) Codec(ctx context.Context, tenantID string) (mrtr.Codec, error) {
+	e := m.entry(tenantID)
+	s := e.snap.Load()
+	if s == nil {
+		m.refresh(ctx, e)
+		if s = e.snap.Load(); s == nil {
+			return nil, fmt.Errorf("keys: tenant %s: ring not loaded", tenantID)
+		}
+	}
+	if s.err != nil {
+		return nil, fmt.Errorf("tenant %s: %w", tenantID, s.err)
+	}
+	if age := m.now().Sub(s.checked); age > m.opts.Staleness {
+		return nil, fmt.Errorf("tenant %s: %w (last checked %s ago)", tenantID, ErrStale, age.Round(time.Second))
+	}
+	return &tenantCodec{m: m, e: e, snap: s}, nil
+}
+
+// refresh re-checks one tenant's ring: a cheap version read, and a full
+// read only when the version moved. A backend that does not answer
+// leaves the snapshot as it was (it goes stale in time); a malformed or
+// foreign record replaces it with a fail-closed one.
+func (m *Manager) refresh(ctx context.Context, e *entry) error {
+	e.load.Lock()
+	defer e.load.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.requestTimeout())
+	defer cancel()
+	cur := e.snap.Load()
+	if cur != nil && cur.version >= 0 {
+		v, err := m.be.version(ctx, e.tenant)
+		if err != nil && !errors.Is(err, ErrMalformed) {
+			return err
+		}
+		if err == nil && v == cur.version {
+			m.health.noteOK(m.now())
+			n := *cur
+			n.checked = m.now()
+			e.snap.CompareAndSwap(cur, &n)
+			return nil
+		}
+	}
+	s, err := m.read(ctx, e.tenant)
+	if err != nil {
+		if cur == nil || cur.version < 0 {
+			// Nothing to serve yet: the tenant fails closed with the
+			// reason until a refresh succeeds.
+			e.snap.CompareAndSwap(cur, &snapshot{version: -1, err: fmt.Errorf("key store unavailable: %w", err), checked: m.now()})
+		}
+		return err
+	}
+	if s.err != nil && (cur == nil || cur.err == nil || cur.err.Error() != s.err.Error()) {
+		if errors.Is(s.err, ErrNoRing) {
+			m.log.Warn("tenant has no key ring: its rounds fail closed", "tenant", e.tenant)
+		} else {
+			m.log.Error("tenant key ring refused: its rounds fail closed", "tenant", e.tenant, "err", s.err)
+		}
+	}
+	m.health.noteOK(m.now())
+	// A write on this replica during the read published a newer
+	// snapshot: keep it.
+	e.snap.CompareAndSwap(cur, s)
+	return nil
+}
+
+func (m *Manager) requestTimeout() time.Duration {
+	if m.vault != nil {
+		return m.vault.opts.Timeout + time.Second
+	}
+	return 10 * time.Second
+}
+
+// read loads, validates and builds a tenant's ring, creating it when
+// there is none (unless auto-creation is off). A transient failure is an
+// error; a missing, malformed or foreign ring is a snapshot that fails
+// closed.
+func (m *Manager) read(ctx context.Context, tenantID string) (*snapshot, error) {
+	raw, ver, err := m.be.load(ctx, tenantID)
+	if errors.Is(err, ErrNoRing) && !m.opts.NoAutoCreate {
+		if _, cerr := m.create(ctx, tenantID, ""); cerr != nil && !errors.Is(cerr, ErrRingExists) {
+			return nil, cerr
+		}
+		raw, ver, err = m.be.load(ctx, tenantID)
+	}
+	switch {
+	case errors.Is(err, ErrNoRing):
+		return &snapshot{err: fmt.Errorf("%w: create one with `platform keys rotate` or POST …/keys", ErrNoRing), checked: m.now()}, nil
+	case errors.Is(err, ErrMalformed):
+		return &snapshot{version: ver, err: err, checked: m.now()}, nil
+	case err != nil:
+		return nil, err
+	}
+	rec, err := decodeRecord(raw, tenantID)
+	if err != nil {
+		return &snapshot{version: ver, err: err, checked: m.now()}, nil
+	}
+	return m.build(ctx, rec, ver)
+}
+
+func (m *Manager) build(ctx context.Context, rec *Record, ver int64) (*snapshot, error) {
+	codec, err := buildCodec(ctx, m.transit, rec)
+	if errors.Is(err, ErrMalformed) {
+		return &snapshot{version: ver, err: err, checked: m.now()}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &snapshot{rec: rec, version: ver, codec: codec, checked: m.now()}, nil
+}
+
+// refreshLoop re-checks every cached ring every Refresh, a few tenants
+// at a time, and keeps the health state.
+func (m *Manager) refreshLoop() {
+	t := time.NewTicker(m.opts.Refresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-t.C:
+		}
+		m.refreshAll(m.ctx)
+	}
+}
+
+// RefreshAll re-checks every cached ring now. Tests and the scheduler
+// use it; the refresh loop calls it on its interval.
+func (m *Manager) refreshAll(ctx context.Context) {
+	entries := m.allEntries()
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	for _, e := range entries {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := m.refresh(ctx, e); err != nil {
+				failed.Add(1)
+				firstErr.CompareAndSwap(nil, err)
+			}
+		})
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return
+	}
+	var err error
+	if failed.Load() > 0 {
+		err = firstErr.Load().(error)
+	} else if m.vault != nil && len(entries) == 0 {
+		// Nothing cached yet: still find out whether Vault answers.
+		_, err = m.be.version(ctx, "_health")
+	}
+	m.health.record(m, err)
+}
+
+// create writes a fresh steady ring for a tenant with check-and-set 0.
+// custody "" means the configured default.
+func (m *Manager) create(ctx context.Context, tenantID, custody string) (*Record, error) {
+	if custody == "" {
+		custody = m.opts.Custody
+	}
+	if err := m.checkCustody(custody); err != nil {
+		return nil, err
+	}
+	rec := &Record{Custody: custody, Tenant: tenantID}
+	if custody == KindTransit {
+		rec.TransitKey = m.transit.keyName(tenantID)
+	}
+	k, err := m.newKey(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	n := newRecord(tenantID, custody, rec.TransitKey, k, m.now(), m.opts.Period)
+	if _, err := m.write(ctx, tenantID, n, 0); err != nil {
+		if errors.Is(err, errConflict) {
+			return nil, ErrRingExists
+		}
+		return nil, err
+	}
+	m.log.Info("key ring created", "tenant", tenantID, "custody", custody, "key", k.ID)
+	return n, nil
+}
+
+// ErrRingExists: creating a ring for a tenant that has one.
+var ErrRingExists = errors.New("keys: the tenant already has a key ring")
+
+// ErrBadCustody: a custody the provider cannot hold.
+var ErrBadCustody = errors.New("keys: unsupported custody")
+
+func (m *Manager) checkCustody(custody string) error {
+	switch custody {
+	case KindAES:
+		return nil
+	case KindTransit:
+		if m.transit == nil {
+			return fmt.Errorf("%w: transit custody needs the vault provider", ErrBadCustody)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: custody must be aes or transit, not %q", ErrBadCustody, custody)
+}
+
+// newKey makes a key of the record's custody: 32 bytes from crypto/rand,
+// or a Transit key version no record has used.
+func (m *Manager) newKey(ctx context.Context, r *Record) (Key, error) {
+	now := m.now()
+	if r.Custody == KindTransit {
+		if r.TransitKey == "" {
+			r.TransitKey = m.transit.keyName(r.Tenant)
+		}
+		v, err := m.transit.newVersion(ctx, r.TransitKey, highestTransit(r))
+		if err != nil {
+			return Key{}, err
+		}
+		return Key{ID: transitKeyID(r.TransitKey, v), Kind: KindTransit, Version: v, Created: now}, nil
+	}
+	secret := make([]byte, 32)
+	rand.Read(secret)
+	id, err := aesKeyID(secret)
+	if err != nil {
+		return Key{}, err
+	}
+	return Key{ID: id, Kind: KindAES, Secret: secret, Created: now}, nil
+}
+
+// highestTransit is the highest Transit version the record has ever
+// referenced, so a revoked version is never handed out again.
+func highestTransit(r *Record) int {
+	h := r.TransitHigh
+	for _, k := range r.Keys {
+		if k.Kind == KindTransit {
+			h = max(h, k.Version)
+		}
+	}
+	return h
+}
+
+// write saves next over the version cas, updates the cache, and applies
+// Transit floors the new ring allows.
+func (m *Manager) write(ctx context.Context, tenantID string, next *Record, cas int64) (int64, error) {
+	next.TransitHigh = highestTransit(next)
+	next.Generation++
+	next.UpdatedBy = m.opts.ReplicaID
+	if err := next.validate(tenantID); err != nil {
+		return 0, fmt.Errorf("keys: refusing to write an invalid ring: %w", err)
+	}
+	raw, err := json.Marshal(next)
+	if err != nil {
+		return 0, err
+	}
+	ver, err := m.be.save(ctx, tenantID, raw, cas)
+	if err != nil {
+		return 0, err
+	}
+	e := m.entry(tenantID)
+	if s, err := m.build(ctx, next, ver); err == nil {
+		// Lock-free: write may run under a refresh that holds e.load.
+		for {
+			cur := e.snap.Load()
+			if (cur != nil && cur.version >= ver) || e.snap.CompareAndSwap(cur, s) {
+				break
+			}
+		}
+	}
+	m.enforceTransit(ctx, tenantID, next)
+	return ver, nil
+}
+
+// enforceTransit raises the Transit key's minimum encryption and
+// decryption versions to the ring's oldest Transit version, once per
+// generation; a failure is retried by the next scheduler pass.
+func (m *Manager) enforceTransit(ctx context.Context, tenantID string, r *Record) {
+	if m.transit == nil || r.TransitKey == "" {
+		return
+	}
+	if g, ok := m.enforced.Load(tenantID); ok && g.(int64) >= r.Generation {
+		return
+	}
+	floor := 0
+	for _, k := range r.Keys {
+		if k.Kind == KindTransit && (floor == 0 || k.Version < floor) {
+			floor = k.Version
+		}
+	}
+	if floor == 0 {
+		// No Transit key left in the ring (it moved to aes custody):
+		// refuse everything below the last one it used.
+		if floor = r.TransitHigh; floor == 0 {
+			return
+		}
+	}
+	if err := m.transit.enforce(ctx, r.TransitKey, floor); err != nil {
+		m.log.Warn("could not apply the transit key's minimum versions; will retry", "tenant", tenantID, "err", err)
+		return
+	}
+	m.enforced.Store(tenantID, r.Generation)
+}
