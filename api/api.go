@@ -93,6 +93,8 @@ type Options struct {
 	Changed func(ctx context.Context, slug string)
 	// Flows cancels in-flight flows; nil disables the flows routes.
 	Flows FlowCanceller
+	// Keys manages per-tenant key rings; nil disables the keys routes.
+	Keys KeyAdmin
 }
 
 // FlowCanceller cancels a tenant's in-flight flow.
@@ -127,6 +129,7 @@ func Register(r gin.IRouter, opts Options) *Server {
 	v1.PATCH("/tenants/:slug", s.patchTenant)
 	v1.DELETE("/tenants/:slug", s.deleteTenant)
 	v1.POST("/tenants/:slug/flows/:flow/cancel", s.cancelFlow)
+	s.registerKeys(v1)
 	for _, k := range kinds {
 		k.register(s, v1.Group("/tenants/:slug/"+k.path()))
 	}

@@ -41,6 +41,7 @@ type Config struct {
 	AdminClientSecret    string
 	AdminRolesClaim      string
 	AdminSessionKey      string
+	Keys                 KeysConfig
 }
 
 // EnvName is the environment variable for a flag name:
@@ -75,6 +76,7 @@ func Flags(fs *flag.FlagSet) *Config {
 	fs.StringVar(&c.AdminClientSecret, "admin-client-secret", "", "OAuth client secret of the admin sign-in (empty for a public PKCE client)")
 	fs.StringVar(&c.AdminRolesClaim, "admin-roles-claim", "roles", "ID-token claim listing an admin's roles: platform-admin, viewer, tenant-admin:<slug>")
 	fs.StringVar(&c.AdminSessionKey, "admin-session-key", "", "base64 key (≥32 bytes) signing admin session cookies; share it across replicas (default: random per process)")
+	keysFlags(fs, &c.Keys)
 	return c
 }
 
@@ -191,6 +193,7 @@ func (c *Config) validate() error {
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("shutdown-timeout must be positive"))
 	}
+	errs = append(errs, c.Keys.validate()...)
 	return errors.Join(errs...)
 }
 

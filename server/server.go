@@ -21,6 +21,7 @@ import (
 	"github.com/opsmcp/platform/api"
 	"github.com/opsmcp/platform/auth"
 	"github.com/opsmcp/platform/config"
+	"github.com/opsmcp/platform/keys"
 	"github.com/opsmcp/platform/store"
 	"github.com/opsmcp/platform/telemetry"
 	"github.com/opsmcp/platform/tenants"
@@ -32,6 +33,7 @@ type Server struct {
 	log      *slog.Logger
 	store    *store.Store
 	registry *tenants.Registry
+	keys     *keys.Manager
 	handler  http.Handler
 	tel      *telemetry.Telemetry
 	ownTel   bool // built here from the environment, so flushed by Close
@@ -78,6 +80,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + cfg.Listen
 	}
+	km, err := newKeys(cfg, st, log)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
 	topts := tenants.Options{
 		Store:                st,
 		Logger:               log,
@@ -87,6 +94,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		WebhookMaxResponse:   cfg.WebhookMaxResponse,
 		Refresh:              cfg.CatalogueRefresh,
 		StateKeys:            cfg.StateKeys,
+		Keys:                 keyRings(km),
 		Version:              version,
 	}
 	for _, o := range opts {
@@ -110,6 +118,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, store: st, registry: reg, tel: tel, ownTel: ownTel}
+	s.keys = km
 	if cfg.BootstrapToken == "" && cfg.AdminIssuer == "" {
 		log.Warn("no admin credential configured: the admin API refuses every request (set PLATFORM_ADMIN_ISSUER or, for a first start, PLATFORM_BOOTSTRAP_TOKEN)")
 	}
@@ -140,6 +149,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		Logger:       log,
 		Changed:      reg.Invalidate,
 		Flows:        reg,
+		Keys:         keyAdmin(km),
 	})
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", s.ready)
@@ -158,6 +168,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		c.JSON(http.StatusMethodNotAllowed, gin.H{"type": "urn:opsmcp:problem:method-not-allowed", "title": "Method not allowed", "status": 405})
 	})
 	s.handler = r
+	km.Start()
 	return s, nil
 }
 
@@ -224,6 +235,9 @@ func (s *Server) ready(c *gin.Context) {
 	} else {
 		checks["migrations"] = "ok"
 	}
+	if !s.keysReady(checks) {
+		ok = false
+	}
 	status := http.StatusOK
 	if !ok {
 		status = http.StatusServiceUnavailable
@@ -262,6 +276,7 @@ func metricsAuth(token string, h http.Handler) gin.HandlerFunc {
 // the last metric export; at most five seconds) and closes the database.
 func (s *Server) Close() error {
 	s.registry.Close()
+	s.keys.Close()
 	if s.ownTel {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := s.tel.Shutdown(ctx); err != nil {

@@ -37,6 +37,7 @@ Usage:
   platform serve [flags]     run a replica (see platform serve --help)
   platform migrate [flags]   apply pending database migrations and exit
   platform call URL ...      call an MCP endpoint (see platform call --help)
+  platform keys VERB ...     show, rotate or revoke a tenant's keys (see platform keys help)
   platform version           print the version
 `
 
@@ -50,6 +51,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(args[1:], stderr)
 	case "migrate":
 		return migrate(args[1:], stdout, stderr)
+	case "keys":
+		return keysCmd(args[1:], stdout, stderr)
 	case "call":
 		return call(args[1:], os.Stdin, stdout, stderr)
 	case "version", "--version", "-v":
