@@ -1,0 +1,140 @@
+package keys_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opsmcp/platform/config"
+	"github.com/opsmcp/platform/internal/platformtest"
+)
+
+// localPlatform is an instance on the local keys provider.
+func localPlatform(t *testing.T, db string, mk []byte) *platformtest.Platform {
+	return platformtest.Start(t, db, platformtest.WithConfig(func(c *config.Config) {
+		c.Keys.Provider = "local"
+		c.Keys.MasterKey = base64.StdEncoding.EncodeToString(mk)
+		c.Keys.Refresh = 100 * time.Millisecond
+		c.Keys.ClockSkew = 100 * time.Millisecond
+		c.Keys.ScheduleEvery = 100 * time.Millisecond
+	}))
+}
+
+// TestAdminKeysAPI: show, create, rotate now, change the period and
+// custody, revoke with confirmation; problems for every misuse; every
+// action audit-logged; never key material on the wire.
+func TestAdminKeysAPI(t *testing.T) {
+	p := localPlatform(t, platformtest.SQLiteURL(t), masterKey())
+	p.Tenant(t, "acme")
+	base := "/api/v1/tenants/acme/keys"
+
+	v := p.MustAdmin(t, 200, "GET", base, nil) // first use creates the ring
+	if v["provider"] != "local" || v["phase"] != "steady" || v["custody"] != "aes" {
+		t.Fatalf("show: %v", v)
+	}
+	ks := v["keys"].([]any)
+	k1 := ks[0].(map[string]any)["id"].(string)
+	raw := p.Admin(t, "GET", base, nil).Body
+	if strings.Contains(string(raw), "secret") {
+		t.Fatalf("the view mentions secrets: %s", raw)
+	}
+	if r := p.Admin(t, "POST", base, obj{}); r.Status != 409 {
+		t.Fatalf("create over a ring: %d %s", r.Status, r.Body)
+	}
+
+	v = p.MustAdmin(t, 200, "POST", base+"/rotate", nil)
+	if v["phase"] != "staged" || len(v["keys"].([]any)) != 2 {
+		t.Fatalf("rotate: %v", v)
+	}
+	if r := p.Admin(t, "POST", base+"/rotate", nil); r.Status != 409 || !strings.Contains(string(r.Body), "in progress") {
+		t.Fatalf("rotate while rotating: %d %s", r.Status, r.Body)
+	}
+
+	if r := p.Admin(t, "PATCH", base, obj{"rotationPeriodSeconds": 0}); r.Status != 422 {
+		t.Fatalf("bad period: %d %s", r.Status, r.Body)
+	}
+	if r := p.Admin(t, "PATCH", base, obj{"custody": "transit"}); r.Status != 422 {
+		t.Fatalf("transit custody on the local provider: %d %s", r.Status, r.Body)
+	}
+	v = p.MustAdmin(t, 200, "PATCH", base, obj{"rotationPeriodSeconds": 86400})
+	if v["rotationPeriodSeconds"].(float64) != 86400 {
+		t.Fatalf("period: %v", v)
+	}
+
+	if r := p.Admin(t, "POST", base+"/"+k1+"/revoke", obj{"confirm": "yes"}); r.Status != 422 || !strings.Contains(string(r.Body), `"confirm"`) {
+		t.Fatalf("unconfirmed revoke: %d %s", r.Status, r.Body)
+	}
+	if r := p.Admin(t, "POST", base+"/ffffffff/revoke", obj{"confirm": "ffffffff"}); r.Status != 404 {
+		t.Fatalf("revoke of an unknown key: %d %s", r.Status, r.Body)
+	}
+	v = p.MustAdmin(t, 200, "POST", base+"/"+k1+"/revoke", obj{"confirm": k1})
+	for _, k := range v["keys"].([]any) {
+		if k.(map[string]any)["id"] == k1 {
+			t.Fatalf("revoked key still in the ring: %v", v)
+		}
+	}
+	if r := p.Admin(t, "GET", "/api/v1/tenants/nope/keys", nil); r.Status != 404 {
+		t.Fatalf("unknown tenant: %d", r.Status)
+	}
+
+	entries, err := p.Server.Store().AuditLog(context.Background(), "acme", time.Time{}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, e := range entries {
+		got[e.Action]++
+		if strings.HasPrefix(e.Action, "keys.") && e.Actor == "" {
+			t.Fatalf("audit entry without an actor: %+v", e)
+		}
+	}
+	for _, want := range []string{"keys.show", "keys.rotate", "keys.update", "keys.revoke", "keys.revoke.refused"} {
+		if got[want] == 0 {
+			t.Fatalf("no %s audit entry; have %v", want, got)
+		}
+	}
+	for _, e := range entries {
+		if e.Action == "keys.revoke" && e.Object != k1 {
+			t.Fatalf("revoke audit names %q, want %q", e.Object, k1)
+		}
+		if strings.Contains(e.Detail, "secret") {
+			t.Fatalf("audit detail mentions secrets: %s", e.Detail)
+		}
+	}
+}
+
+// TestStaticProviderHasNoKeyRoutes: with the default static ring there is
+// nothing to manage.
+func TestStaticProviderHasNoKeyRoutes(t *testing.T) {
+	p := platformtest.Start(t, platformtest.SQLiteURL(t))
+	p.Tenant(t, "acme")
+	r := p.Admin(t, "GET", "/api/v1/tenants/acme/keys", nil)
+	if r.Status != 404 || !strings.Contains(string(r.Body), "not enabled") {
+		t.Fatalf("keys on the static provider: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestLocalProviderRotatesOnItsPeriod: the scheduler rotates a tenant
+// through all three phases by itself when its period is up.
+func TestLocalProviderRotatesOnItsPeriod(t *testing.T) {
+	db := platformtest.SQLiteURL(t)
+	mk := masterKey()
+	a := localPlatform(t, db, mk)
+	a.MustAdmin(t, 201, "POST", "/api/v1/tenants", obj{"slug": "acme", "displayName": "Acme", "settings": obj{"stateTtlSeconds": 1}})
+	a.MustAdmin(t, 200, "PATCH", "/api/v1/tenants/acme/keys", obj{"rotationPeriodSeconds": 2})
+	v0 := a.MustAdmin(t, 200, "GET", "/api/v1/tenants/acme/keys", nil)
+	k0 := v0["keys"].([]any)[0].(map[string]any)["id"]
+	waitFor(t, 20*time.Second, func() bool {
+		v := a.MustAdmin(t, 200, "GET", "/api/v1/tenants/acme/keys", nil)
+		ks := v["keys"].([]any)
+		return v["phase"] == "steady" && ks[0].(map[string]any)["id"] != k0
+	})
+	var view struct{ Generation int64 }
+	_ = json.Unmarshal(a.Admin(t, "GET", "/api/v1/tenants/acme/keys", nil).Body, &view)
+	if view.Generation < 4 {
+		t.Fatalf("generation %d after a scheduled rotation", view.Generation)
+	}
+}
