@@ -506,3 +506,46 @@ func TestVaultOutageServesCachedRingsUpToStaleness(t *testing.T) {
 		t.Fatalf("rotation after Vault returned: %v", err)
 	}
 }
+
+// TestVaultKubernetesLogin: the platform logs in with its service-account
+// token through Vault's Kubernetes auth method. Vault checks the token
+// with the cluster's TokenReview API, played here by a small HTTP server
+// (Kubernetes, not Vault, is the stand-in).
+func TestVaultKubernetesLogin(t *testing.T) {
+	v := vaulttest.Start(t)
+	v.Policy(t, "opsmcp", vaulttest.PlatformPolicy)
+	jwt := vaulttest.ServiceAccountJWT(t, "opsmcp", "platform")
+	reviews := vaulttest.Kubernetes(t, v, "opsmcp", "platform", jwt, []string{"opsmcp"})
+	tokenFile := t.TempDir() + "/token"
+	if err := writeFile(tokenFile, jwt); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st := openStore(t, platformtest.SQLiteURL(t))
+	id := addTenant(t, st, "acme", 60)
+	m := vaultManager(t, v, st, nil, func(o *keys.Options) {
+		o.Vault = keys.VaultOptions{Address: v.Addr, Auth: keys.AuthKubernetes, KubernetesRole: "platform", KubernetesTokenFile: tokenFile}
+	})
+	s := sealer(t, m, id, time.Minute, nil)
+	tok, _ := seal(t, s, id)
+	if r := openReason(t, s, id, tok); r != "" {
+		t.Fatalf("round trip: %s", r)
+	}
+	if _, err := m.RotateNow(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if reviews.Load() == 0 {
+		t.Fatal("Vault never asked Kubernetes to review the token")
+	}
+	// A token Kubernetes does not vouch for is refused at login.
+	badFile := t.TempDir() + "/bad"
+	if err := writeFile(badFile, vaulttest.ServiceAccountJWT(t, "opsmcp", "intruder")); err != nil {
+		t.Fatal(err)
+	}
+	bad := vaultManager(t, v, st, nil, func(o *keys.Options) {
+		o.Vault = keys.VaultOptions{Address: v.Addr, Auth: keys.AuthKubernetes, KubernetesRole: "platform", KubernetesTokenFile: badFile}
+	})
+	if _, err := bad.Codec(ctx, id); err == nil || !strings.Contains(err.Error(), "kubernetes login") {
+		t.Fatalf("codec with an unvouched token: %v", err)
+	}
+}

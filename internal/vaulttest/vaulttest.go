@@ -10,15 +10,23 @@ package vaulttest
 import (
 	"bytes"
 	"context"
+	"crypto"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -377,4 +385,90 @@ func (s *Server) AppRole(t testing.TB, name string, policies []string, ttl, maxT
 		t.Fatal(err)
 	}
 	return r.Data["role_id"].(string), sec.Data["secret_id"].(string)
+}
+
+// ServiceAccountJWT returns a Kubernetes service-account token (a JWT in
+// the legacy secret-token format, RS256 under a throwaway key) for
+// namespace/name. Vault's Kubernetes auth, with no issuer keys
+// configured, reads its claims and asks the TokenReview API to vouch for
+// it.
+func ServiceAccountJWT(t testing.TB, namespace, name string) string {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := func(v any) string {
+		b, _ := json.Marshal(v)
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	signing := enc(map[string]string{"alg": "RS256", "typ": "JWT"}) + "." + enc(map[string]any{
+		"iss":                                    "kubernetes/serviceaccount",
+		"sub":                                    "system:serviceaccount:" + namespace + ":" + name,
+		"kubernetes.io/serviceaccount/namespace": namespace,
+		"kubernetes.io/serviceaccount/service-account.name": name,
+		"kubernetes.io/serviceaccount/service-account.uid":  "uid-" + name,
+		"kubernetes.io/serviceaccount/secret.name":          name + "-token",
+	})
+	sum := sha256.Sum256([]byte(signing))
+	sig, err := rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, sum[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signing + "." + base64.RawURLEncoding.EncodeToString(sig)
+}
+
+// Kubernetes enables Vault's Kubernetes auth method against a stand-in
+// for the cluster's TokenReview API that vouches for token only, as the
+// service account namespace/name, and binds role to that account with
+// the given policies. It returns the number of reviews served.
+func Kubernetes(t testing.TB, s *Server, namespace, name, token string, policies []string) *atomic.Int64 {
+	t.Helper()
+	var reviews atomic.Int64
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/apis/authentication.k8s.io/v1/tokenreviews" {
+			http.NotFound(w, r)
+			return
+		}
+		reviews.Add(1)
+		var review struct {
+			Spec struct {
+				Token string `json:"token"`
+			} `json:"spec"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&review)
+		status := map[string]any{"authenticated": false, "error": "token not recognised"}
+		if review.Spec.Token == token {
+			status = map[string]any{"authenticated": true, "user": map[string]any{
+				"username": "system:serviceaccount:" + namespace + ":" + name,
+				"uid":      "uid-" + name,
+				"groups":   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace},
+			}}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "status": status,
+		})
+	}))
+	t.Cleanup(api.Close)
+	c := s.Client(t)
+	if err := c.Sys().EnableAuthWithOptions("kubernetes", &vault.EnableAuthOptions{Type: "kubernetes"}); err != nil {
+		t.Fatalf("vaulttest: enable kubernetes auth: %v", err)
+	}
+	if _, err := c.Logical().Write("auth/kubernetes/config", map[string]any{
+		"kubernetes_host":      api.URL,
+		"token_reviewer_jwt":   token,
+		"disable_local_ca_jwt": true,
+	}); err != nil {
+		t.Fatalf("vaulttest: kubernetes auth config: %v", err)
+	}
+	if _, err := c.Logical().Write("auth/kubernetes/role/"+name, map[string]any{
+		"bound_service_account_names":      []string{name},
+		"bound_service_account_namespaces": []string{namespace},
+		"token_policies":                   policies,
+		"token_ttl":                        60,
+	}); err != nil {
+		t.Fatalf("vaulttest: kubernetes auth role: %v", err)
+	}
+	return &reviews
 }
