@@ -90,6 +90,9 @@ func TestAdminKeysAPI(t *testing.T) {
 		if strings.HasPrefix(e.Action, "keys.") && e.Actor == "" {
 			t.Fatalf("audit entry without an actor: %+v", e)
 		}
+		if strings.Contains(e.Action, "/keys") {
+			t.Fatalf("a generic audit entry besides the detailed one: %+v", e)
+		}
 	}
 	for _, want := range []string{"keys.show", "keys.rotate", "keys.update", "keys.revoke", "keys.revoke.refused"} {
 		if got[want] == 0 {
