@@ -85,13 +85,13 @@ const (
 	AttrFlowServerTime = attribute.Key("opsmcp.flow.server_time")
 	// AttrFlowOutcome is how a flow ended: complete, tool_error or error.
 	AttrFlowOutcome = attribute.Key("opsmcp.flow.outcome")
-	// AttrWebhookKind is tool, prompt or resource.
+	// AttrWebhookKind is tool, prompt or resource (webhook metrics; on the
+	// span it is in the name, "webhook {kind} {target}").
 	AttrWebhookKind = attribute.Key("opsmcp.webhook.kind")
-	// AttrWebhookTarget is the tool, prompt or template name.
-	AttrWebhookTarget = attribute.Key("opsmcp.webhook.target")
 	// AttrWebhookOutcome is complete, input_required, or the failure
 	// class (timeout, connect, refused_address, status, invalid_json,
-	// contract, oversize, canceled).
+	// contract, oversize, canceled): a label of the webhook duration (on
+	// the span, a failure's class is error.type).
 	AttrWebhookOutcome = attribute.Key("opsmcp.webhook.outcome")
 	// AttrWebhookClass is a webhook failure's class (metrics).
 	AttrWebhookClass = attribute.Key("opsmcp.webhook.failure_class")

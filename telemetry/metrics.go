@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -37,6 +38,8 @@ const (
 // Metrics are the platform's instruments. A nil *Metrics records
 // nothing, so callers need no checks.
 type Metrics struct {
+	mu                sync.RWMutex
+	sets              map[setKey]metric.MeasurementOption
 	meter             metric.Meter
 	operationDuration metric.Float64Histogram
 	rounds            metric.Int64Counter
@@ -51,7 +54,7 @@ type Metrics struct {
 }
 
 func newMetrics(m metric.Meter) (*Metrics, error) {
-	out := &Metrics{meter: m}
+	out := &Metrics{meter: m, sets: map[setKey]metric.MeasurementOption{}}
 	var err error
 	h := func(name, desc, unit string, buckets []float64) metric.Float64Histogram {
 		if err != nil {
@@ -97,14 +100,66 @@ func newMetrics(m metric.Meter) (*Metrics, error) {
 	return out, nil
 }
 
-// Operation records one MCP request's duration. attrs are the span's
-// low-cardinality attributes: method, protocol version, error type and
-// status code, tenant.
-func (m *Metrics) Operation(ctx context.Context, d time.Duration, attrs ...attribute.KeyValue) {
+// maxCachedSets bounds the cache of attribute sets: past it, sets are
+// built per measurement (slower, never wrong).
+const maxCachedSets = 8192
+
+// setKey names one cached attribute set: the instrument and up to four
+// attribute values, in the instrument's fixed order.
+type setKey struct {
+	inst       uint8
+	a, b, c, d string
+}
+
+// attrs returns the measurement option for k, building its attribute
+// set once: a measurement then costs no allocation for its labels.
+func (m *Metrics) attrs(k setKey, build func() []attribute.KeyValue) metric.MeasurementOption {
+	m.mu.RLock()
+	opt, ok := m.sets[k]
+	m.mu.RUnlock()
+	if ok {
+		return opt
+	}
+	opt = metric.WithAttributeSet(attribute.NewSet(build()...))
+	m.mu.Lock()
+	if len(m.sets) < maxCachedSets {
+		m.sets[k] = opt
+	}
+	m.mu.Unlock()
+	return opt
+}
+
+const (
+	instOperation uint8 = iota
+	instRound
+	instFlow
+	instRejection
+	instWebhook
+	instWebhookFailure
+)
+
+// Operation records one MCP request's duration with the span's bounded
+// attributes: the method (a known one or _OTHER), error.type and
+// rpc.response.status_code when it failed, and the tenant when it exists
+// ("" otherwise: an unknown slug is never a label).
+func (m *Metrics) Operation(ctx context.Context, d time.Duration, tenant, method, errType, statusCode string) {
 	if m == nil {
 		return
 	}
-	m.operationDuration.Record(ctx, d.Seconds(), metric.WithAttributes(attrs...))
+	opt := m.attrs(setKey{instOperation, tenant, method, errType, statusCode}, func() []attribute.KeyValue {
+		kv := []attribute.KeyValue{AttrMCPMethod.String(method)}
+		if tenant != "" {
+			kv = append(kv, AttrTenant.String(tenant))
+		}
+		if errType != "" {
+			kv = append(kv, AttrErrorType.String(errType))
+		}
+		if statusCode != "" {
+			kv = append(kv, AttrRPCStatusCode.String(statusCode))
+		}
+		return kv
+	})
+	m.operationDuration.Record(ctx, d.Seconds(), opt)
 }
 
 // Round counts one carrier round of tenant for method, by result type
@@ -113,7 +168,10 @@ func (m *Metrics) Round(ctx context.Context, tenant, method, resultType string) 
 	if m == nil {
 		return
 	}
-	m.rounds.Add(ctx, 1, metric.WithAttributes(AttrTenant.String(tenant), AttrMCPMethod.String(method), AttrResultType.String(resultType)))
+	opt := m.attrs(setKey{inst: instRound, a: tenant, b: method, c: resultType}, func() []attribute.KeyValue {
+		return []attribute.KeyValue{AttrTenant.String(tenant), AttrMCPMethod.String(method), AttrResultType.String(resultType)}
+	})
+	m.rounds.Add(ctx, 1, opt)
 }
 
 // FlowDone records a completed multi-round flow: its whole duration and
@@ -122,9 +180,11 @@ func (m *Metrics) FlowDone(ctx context.Context, tenant, method, outcome string, 
 	if m == nil {
 		return
 	}
-	attrs := metric.WithAttributes(AttrTenant.String(tenant), AttrMCPMethod.String(method), AttrFlowOutcome.String(outcome))
-	m.flowDuration.Record(ctx, d.Seconds(), attrs)
-	m.flowRounds.Record(ctx, int64(rounds), attrs)
+	opt := m.attrs(setKey{inst: instFlow, a: tenant, b: method, c: outcome}, func() []attribute.KeyValue {
+		return []attribute.KeyValue{AttrTenant.String(tenant), AttrMCPMethod.String(method), AttrFlowOutcome.String(outcome)}
+	})
+	m.flowDuration.Record(ctx, d.Seconds(), opt)
+	m.flowRounds.Record(ctx, int64(rounds), opt)
 }
 
 // StateRejected counts a rejected requestState. reason is one of the
@@ -134,7 +194,10 @@ func (m *Metrics) StateRejected(ctx context.Context, tenant, reason string) {
 	if m == nil {
 		return
 	}
-	m.stateRejections.Add(ctx, 1, metric.WithAttributes(AttrTenant.String(tenant), AttrRejectReason.String(reason)))
+	opt := m.attrs(setKey{inst: instRejection, a: tenant, b: reason}, func() []attribute.KeyValue {
+		return []attribute.KeyValue{AttrTenant.String(tenant), AttrRejectReason.String(reason)}
+	})
+	m.stateRejections.Add(ctx, 1, opt)
 }
 
 // Webhook records one delivery: its duration by outcome (complete,
@@ -143,9 +206,15 @@ func (m *Metrics) Webhook(ctx context.Context, tenant, kind, outcome string, fai
 	if m == nil {
 		return
 	}
-	m.webhookDuration.Record(ctx, d.Seconds(), metric.WithAttributes(AttrTenant.String(tenant), AttrWebhookKind.String(kind), AttrWebhookOutcome.String(outcome)))
+	opt := m.attrs(setKey{inst: instWebhook, a: tenant, b: kind, c: outcome}, func() []attribute.KeyValue {
+		return []attribute.KeyValue{AttrTenant.String(tenant), AttrWebhookKind.String(kind), AttrWebhookOutcome.String(outcome)}
+	})
+	m.webhookDuration.Record(ctx, d.Seconds(), opt)
 	if failed {
-		m.webhookFailures.Add(ctx, 1, metric.WithAttributes(AttrTenant.String(tenant), AttrWebhookKind.String(kind), AttrWebhookClass.String(outcome)))
+		opt := m.attrs(setKey{inst: instWebhookFailure, a: tenant, b: kind, c: outcome}, func() []attribute.KeyValue {
+			return []attribute.KeyValue{AttrTenant.String(tenant), AttrWebhookKind.String(kind), AttrWebhookClass.String(outcome)}
+		})
+		m.webhookFailures.Add(ctx, 1, opt)
 	}
 }
 

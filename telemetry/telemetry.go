@@ -42,6 +42,7 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -211,7 +212,16 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 		if err != nil {
 			return fail(err)
 		}
-		mp := sdkmetric.NewMeterProvider(append(readers, sdkmetric.WithResource(r), sdkmetric.WithCardinalityLimit(CardinalityLimit))...)
+		opts := append(readers, sdkmetric.WithResource(r))
+		if getenv("OTEL_GO_X_CARDINALITY_LIMIT") == "" {
+			opts = append(opts, sdkmetric.WithCardinalityLimit(CardinalityLimit))
+		}
+		if getenv("OTEL_METRICS_EXEMPLAR_FILTER") == "" {
+			// Exemplars cost a reservoir offer per measurement and the
+			// Prometheus text format does not carry them: off unless asked.
+			opts = append(opts, sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter))
+		}
+		mp := sdkmetric.NewMeterProvider(opts...)
 		t.mp = mp
 		t.onShutdown(mp.Shutdown)
 	}

@@ -25,6 +25,7 @@ import (
 // metrics. Every method is safe on a nil *observation, and nothing here
 // blocks: spans end into a batch processor, metrics into the SDK.
 type observation struct {
+	w       obsWriter // the request's writer, reporting to this
 	reg     *Registry
 	tel     *telemetry.Telemetry
 	start   time.Time
@@ -61,11 +62,14 @@ type observation struct {
 // under it.
 func (reg *Registry) observe(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request, *observation) {
 	o := &observation{reg: reg, tel: reg.tel, start: time.Now(), base: r.Context()}
+	o.w = obsWriter{ResponseWriter: w, ob: o}
 	ctx := o.base
 	// Until the span starts, log lines carry the caller's trace context
 	// from the HTTP headers, if any.
-	if hctx := o.tel.Propagator().Extract(ctx, propagation.HeaderCarrier(r.Header)); trace.SpanContextFromContext(hctx).IsValid() {
-		ctx, o.header = hctx, hctx
+	if _, ok := r.Header["Traceparent"]; ok {
+		if hctx := o.tel.Propagator().Extract(ctx, propagation.HeaderCarrier(r.Header)); trace.SpanContextFromContext(hctx).IsValid() {
+			ctx, o.header = hctx, hctx
+		}
 	}
 	if reg.tel.Tracing() {
 		ctx, o.pending = telemetry.WithPending(ctx)
@@ -74,7 +78,7 @@ func (reg *Registry) observe(w http.ResponseWriter, r *http.Request) (http.Respo
 		r = r.WithContext(ctx)
 	}
 	o.r = r
-	return &obsWriter{ResponseWriter: w, ob: o}, r, o
+	return &o.w, r, o
 }
 
 // obsWriter lets writeJSON and the SSE writer report the message they
@@ -220,21 +224,12 @@ func (o *observation) begin(c *call) {
 		}
 		return
 	}
-	method := o.method()
-	attrs := []attribute.KeyValue{
-		telemetry.AttrMCPMethod.String(method),
-		telemetry.AttrNetworkTransport.String("tcp"),
-		telemetry.AttrNetworkProtoName.String("http"),
-		telemetry.AttrNetworkProtoVer.String(protoVersion(o.r)),
+	name, attrs := o.requestAttrs()
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(o.start), trace.WithAttributes(attrs...)}
+	if len(links) > 0 {
+		opts = append(opts, trace.WithLinks(links...))
 	}
-	if host, port, err := net.SplitHostPort(o.r.RemoteAddr); err == nil {
-		attrs = append(attrs, telemetry.AttrClientAddress.String(host))
-		if n, err := strconv.Atoi(port); err == nil {
-			attrs = append(attrs, telemetry.AttrClientPort.Int(n))
-		}
-	}
-	ctx, span := o.tel.Tracer().Start(parent, method, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithTimestamp(o.start), trace.WithAttributes(attrs...), trace.WithLinks(links...))
+	ctx, span := o.tel.Tracer().Start(parent, name, opts...)
 	o.span = span
 	if c != nil {
 		c.r = c.r.WithContext(ctx)
@@ -242,24 +237,107 @@ func (o *observation) begin(c *call) {
 	o.pending.Replay(ctx)
 }
 
-// knownMethods are the method names a span or metric may carry as they
-// are; anything else is _OTHER, so a client cannot mint label values.
-var knownMethods = map[string]bool{
-	"server/discover": true, "tools/list": true, "tools/call": true, "prompts/list": true, "prompts/get": true,
-	"resources/list": true, "resources/templates/list": true, "resources/read": true, "completion/complete": true,
-	"subscriptions/listen": true, "initialize": true, "notifications/initialized": true, "ping": true,
-	"logging/setLevel": true, "resources/subscribe": true, "resources/unsubscribe": true,
-	"notifications/cancelled": true, "notifications/progress": true,
+// requestAttrs are the span's name and the attributes known once the
+// request is parsed and checked: the MCP conventions' request attributes,
+// the network and client ones, and the tenant.
+func (o *observation) requestAttrs() (string, []attribute.KeyValue) {
+	method := o.method()
+	name := method
+	attrs := make([]attribute.KeyValue, 0, 10)
+	// network.transport (tcp) and network.protocol.name (http) are left
+	// out, as the HTTP conventions allow for their default values: every
+	// attribute costs on every span's export.
+	attrs = append(attrs, telemetry.AttrMCPMethod.String(method),
+		telemetry.AttrNetworkProtoVer.String(protoVersion(o.r)))
+	if host, port, err := net.SplitHostPort(o.r.RemoteAddr); err == nil {
+		attrs = append(attrs, telemetry.AttrClientAddress.String(host))
+		if n, err := strconv.Atoi(port); err == nil {
+			attrs = append(attrs, telemetry.AttrClientPort.Int(n))
+		}
+	}
+	if o.snap != nil {
+		attrs = append(attrs, telemetry.AttrTenant.String(o.snap.slug))
+	}
+	c := o.c
+	if c == nil {
+		return name, attrs
+	}
+	if c.id != nil {
+		id := string(c.id)
+		if c.id[0] == '"' {
+			if bytes.IndexByte(c.id, '\\') < 0 {
+				id = id[1 : len(id)-1]
+			} else {
+				_ = json.Unmarshal(c.id, &id)
+			}
+		}
+		attrs = append(attrs, telemetry.AttrJSONRPCRequestID.String(id))
+	}
+	if raw, ok := c.p.Meta[metaProtocolVersion]; ok {
+		if string(raw) == `"`+ProtocolVersion+`"` {
+			attrs = append(attrs, telemetry.AttrMCPProtocolVersion.String(ProtocolVersion))
+		} else if v := (metaCarrier{"v": raw}).Get("v"); v != "" && len(v) <= 32 {
+			attrs = append(attrs, telemetry.AttrMCPProtocolVersion.String(v))
+		}
+	}
+	switch c.method {
+	case mrtr.MethodToolsCall:
+		attrs = append(attrs, telemetry.AttrGenAIOperation.String(telemetry.OperationExecuteTool))
+		if c.name != "" {
+			attrs = append(attrs, telemetry.AttrGenAIToolName.String(c.name))
+			if o.snap != nil && o.snap.tools[c.name] != nil {
+				name += " " + c.name // only a registered tool names the span
+			}
+		}
+	case mrtr.MethodPromptsGet:
+		if c.name != "" {
+			attrs = append(attrs, telemetry.AttrGenAIPromptName.String(c.name))
+			if o.snap != nil && o.snap.prompts[c.name] != nil {
+				name += " " + c.name
+			}
+		}
+	case mrtr.MethodResourcesRead:
+		if c.uri != "" {
+			attrs = append(attrs, telemetry.AttrMCPResourceURI.String(c.uri))
+		}
+	}
+	return name, attrs
 }
 
+// method is the request's method if it is one a span or metric may
+// carry as is; anything else is _OTHER, so a client cannot mint label
+// values.
 func (o *observation) method() string {
-	if o.c == nil || o.c.method == "" {
+	if o.c == nil {
 		return "_OTHER"
 	}
-	if knownMethods[o.c.method] {
-		return o.c.method
+	switch m := o.c.method; m {
+	case "server/discover", "tools/list", "tools/call", "prompts/list", "prompts/get",
+		"resources/list", "resources/templates/list", "resources/read", "completion/complete",
+		"subscriptions/listen", "initialize", "notifications/initialized", "ping",
+		"logging/setLevel", "resources/subscribe", "resources/unsubscribe",
+		"notifications/cancelled", "notifications/progress":
+		return m
 	}
 	return "_OTHER"
+}
+
+// codeString is a JSON-RPC code as error.type and rpc.response.status_code
+// spell it.
+func codeString(code int) string {
+	switch code {
+	case codeParseError:
+		return "-32700"
+	case codeInvalidRequest:
+		return "-32600"
+	case codeMethodNotFound:
+		return "-32601"
+	case codeInvalidParams:
+		return "-32602"
+	case codeInternal:
+		return "-32603"
+	}
+	return strconv.Itoa(code)
 }
 
 func protoVersion(r *http.Request) string {
@@ -376,7 +454,7 @@ func (o *observation) end() {
 
 	var errType, statusCode string
 	if o.code != 0 {
-		statusCode = strconv.Itoa(o.code)
+		statusCode = codeString(o.code)
 		errType = statusCode
 	} else if o.toolError && method == mrtr.MethodToolsCall {
 		errType = telemetry.ErrorToolError
@@ -395,18 +473,11 @@ func (o *observation) end() {
 	// existing tenants).
 	m := o.tel.Metrics()
 	if m != nil {
-		mattrs := make([]attribute.KeyValue, 0, 5)
-		mattrs = append(mattrs, telemetry.AttrMCPMethod.String(method))
-		if errType != "" {
-			mattrs = append(mattrs, telemetry.AttrErrorType.String(errType))
-		}
-		if statusCode != "" {
-			mattrs = append(mattrs, telemetry.AttrRPCStatusCode.String(statusCode))
-		}
+		tenant := ""
 		if o.snap != nil {
-			mattrs = append(mattrs, telemetry.AttrTenant.String(o.snap.slug))
+			tenant = o.snap.slug
 		}
-		m.Operation(ctx, dur, mattrs...)
+		m.Operation(ctx, dur, tenant, method, errType, statusCode)
 		if carrier && o.snap != nil {
 			rt := resultType
 			if rt == "" {
@@ -421,55 +492,16 @@ func (o *observation) end() {
 		o.flowDone(ctx, now, method, resultType, errType)
 		return
 	}
-	attrs := make([]attribute.KeyValue, 0, 24)
-	name := method
-	if c != nil {
-		if c.id != nil {
-			id := string(c.id)
-			if c.id[0] == '"' {
-				_ = json.Unmarshal(c.id, &id)
-			}
-			attrs = append(attrs, telemetry.AttrJSONRPCRequestID.String(id))
-		}
-		if raw, ok := c.p.Meta[metaProtocolVersion]; ok {
-			var v string
-			if json.Unmarshal(raw, &v) == nil && v != "" && len(v) <= 32 {
-				attrs = append(attrs, telemetry.AttrMCPProtocolVersion.String(v))
-			}
-		}
-		switch c.method {
-		case mrtr.MethodToolsCall:
-			attrs = append(attrs, telemetry.AttrGenAIOperation.String(telemetry.OperationExecuteTool))
-			if c.name != "" {
-				attrs = append(attrs, telemetry.AttrGenAIToolName.String(c.name))
-				if o.snap != nil && o.snap.tools[c.name] != nil {
-					name += " " + c.name // only a registered tool names the span
-				}
-			}
-		case mrtr.MethodPromptsGet:
-			if c.name != "" {
-				attrs = append(attrs, telemetry.AttrGenAIPromptName.String(c.name))
-				if o.snap != nil && o.snap.prompts[c.name] != nil {
-					name += " " + c.name
-				}
-			}
-		case mrtr.MethodResourcesRead:
-			if c.uri != "" {
-				attrs = append(attrs, telemetry.AttrMCPResourceURI.String(c.uri))
-			}
-		}
-	}
-	if o.snap != nil {
-		attrs = append(attrs, telemetry.AttrTenant.String(o.snap.slug))
-	}
-	if o.status != 0 {
-		attrs = append(attrs, telemetry.AttrHTTPStatus.Int(o.status))
-	}
-	if o.rd != nil {
+	attrs := make([]attribute.KeyValue, 0, 8)
+	// The MRTR attributes go on rounds of multi-round flows: those that
+	// continued a state or asked for input. A call answered in one round
+	// with no state in or out is in no flow, and every attribute costs on
+	// every span's export.
+	if o.rd != nil && (o.rd.number > 1 || o.inputReq || o.sealed != "") {
 		attrs = append(attrs, telemetry.AttrFlowID.String(o.rd.flowID), telemetry.AttrFlowRound.Int(o.rd.number))
-	}
-	if resultType != "" && carrier {
-		attrs = append(attrs, telemetry.AttrResultType.String(resultType))
+		if resultType != "" {
+			attrs = append(attrs, telemetry.AttrResultType.String(resultType))
+		}
 	}
 	if o.verify != "" {
 		attrs = append(attrs, telemetry.AttrStateVerify.String(o.verify))
@@ -517,10 +549,9 @@ func (o *observation) end() {
 			span.SetStatus(codes.Error, telemetry.ErrorToolError)
 		}
 	}
-	span.SetName(name)
 	span.SetAttributes(attrs...)
 	o.flowDone(ctx, now, method, resultType, errType)
-	span.End(trace.WithTimestamp(now))
+	span.End()
 }
 
 func capString(s string) string {

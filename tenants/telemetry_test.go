@@ -178,8 +178,8 @@ func TestAFlowAcrossReplicasIsThreeLinkedRoundSpansAndOneFlowSpan(t *testing.T) 
 		}
 		wantAttrs(t, s, map[attribute.Key]any{
 			"mcp.method.name": "tools/call", "gen_ai.tool.name": "order", "gen_ai.operation.name": "execute_tool",
-			"mcp.protocol.version": "2026-07-28", "jsonrpc.request.id": "r-order", "network.transport": "tcp",
-			"network.protocol.name": "http", "client.address": "127.0.0.1", "client.port": nil,
+			"mcp.protocol.version": "2026-07-28", "jsonrpc.request.id": "r-order", "network.protocol.version": "1.1",
+			"client.address": "127.0.0.1", "client.port": nil,
 			"opsmcp.tenant": "acme", "opsmcp.flow.id": attrs(r1)["opsmcp.flow.id"].AsString(), "opsmcp.flow.round": i + 1,
 		})
 		if _, ok := attrs(s)["mcp.session.id"]; ok {
@@ -237,8 +237,8 @@ func TestAFlowAcrossReplicasIsThreeLinkedRoundSpansAndOneFlowSpan(t *testing.T) 
 	if d := f.StartTime().Sub(r1.StartTime()); d < -time.Millisecond || d > 5*time.Millisecond || f.StartTime().Before(start.Add(-time.Millisecond)) {
 		t.Fatalf("flow starts %v after round 1", d)
 	}
-	if !f.EndTime().Equal(r3.EndTime()) {
-		t.Fatalf("flow ends %v, final round %v", f.EndTime(), r3.EndTime())
+	if f.EndTime().Before(r3.StartTime()) || f.EndTime().After(r3.EndTime()) {
+		t.Fatalf("flow ends %v, final round %v to %v", f.EndTime(), r3.StartTime(), r3.EndTime())
 	}
 	wait := attrs(f)["opsmcp.flow.client_wait"].AsFloat64()
 	served := attrs(f)["opsmcp.flow.server_time"].AsFloat64()
@@ -256,8 +256,7 @@ func TestAFlowAcrossReplicasIsThreeLinkedRoundSpansAndOneFlowSpan(t *testing.T) 
 	if wh.Parent().SpanID() != r3.SpanContext().SpanID() || wh.Name() != "webhook tool order" {
 		t.Fatalf("webhook span %q parent %v", wh.Name(), wh.Parent())
 	}
-	wantAttrs(t, wh, map[attribute.Key]any{"http.request.method": "POST", "http.response.status_code": 200, "server.address": "127.0.0.1",
-		"opsmcp.webhook.outcome": "complete", "opsmcp.webhook.kind": "tool", "opsmcp.flow.round": 3})
+	wantAttrs(t, wh, map[attribute.Key]any{"http.request.method": "POST", "http.response.status_code": 200, "server.address": "127.0.0.1", "server.port": nil})
 	got := h.last().Trace
 	if got == nil || got.Traceparent != telemetry.Traceparent(wh.SpanContext()) {
 		t.Fatalf("backend got trace %+v, span is %s", got, telemetry.Traceparent(wh.SpanContext()))
@@ -334,7 +333,13 @@ func TestSpansNameErrorsToolErrorsAndTheDatabaseLoad(t *testing.T) {
 	}
 	wantAttrs(t, unknown, map[attribute.Key]any{"mcp.method.name": "_OTHER", "error.type": "-32601", "rpc.response.status_code": "-32601", "opsmcp.tenant": "acme"})
 	hook := waitSpans(t, rec, 1, func(s sdktrace.ReadOnlySpan) bool { return strings.HasPrefix(s.Name(), "webhook ") })[0]
-	wantAttrs(t, hook, map[attribute.Key]any{"error.type": "status", "http.response.status_code": 500, "opsmcp.webhook.outcome": "status"})
+	wantAttrs(t, hook, map[attribute.Key]any{"error.type": "status", "http.response.status_code": 500})
+	if hook.Status().Code != codes.Error {
+		t.Fatal("a failed delivery is not an error")
+	}
+	if _, ok := attrs(call)["opsmcp.flow.id"]; ok {
+		t.Fatal("a single-round call carries flow attributes")
+	}
 	var db []sdktrace.ReadOnlySpan
 	for _, s := range rec.Ended() {
 		if _, ok := attrs(s)["db.system.name"]; ok && s.Parent().SpanID() == call.SpanContext().SpanID() {

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/netip"
 	neturl "net/url"
+	"sync"
 	"syscall"
 	"time"
 
@@ -41,6 +42,8 @@ type webhookClient struct {
 	maxResponse int64
 	now         func() time.Time
 	tel         *telemetry.Telemetry
+	addrMu      sync.RWMutex
+	addrs       map[string][]attribute.KeyValue // webhook URL -> server.address, server.port
 }
 
 // blockedPrefixes are address ranges a webhook may not reach unless the
@@ -99,7 +102,7 @@ func newWebhookClient(allowPrivate bool, maxResponse int64) *webhookClient {
 	}
 	return &webhookClient{
 		http: &http.Client{
-			Transport: statusRecorder{tr},
+			Transport: tr,
 			// A redirect would let a tenant's backend point the platform at
 			// any address; deliveries never follow one.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -123,17 +126,11 @@ func (c *webhookClient) deliver(ctx context.Context, tenant, url, secret string,
 	start := time.Now()
 	var span trace.Span
 	if c.tel.Tracing() {
-		attrs := []attribute.KeyValue{
-			telemetry.AttrHTTPMethod.String(http.MethodPost),
-			telemetry.AttrTenant.String(tenant),
-			telemetry.AttrWebhookKind.String(req.Kind),
-			telemetry.AttrWebhookTarget.String(req.Name),
-			telemetry.AttrFlowID.String(req.Flow.ID),
-			telemetry.AttrFlowRound.Int(req.Flow.Round),
-		}
-		if u, err := neturl.Parse(url); err == nil {
-			attrs = append(attrs, telemetry.ServerAddr(u.Host, u.Scheme)...)
-		}
+		// Tenant, flow, round and target are on the parent span (and the
+		// kind and target in the name): each attribute costs on export.
+		attrs := make([]attribute.KeyValue, 0, 3)
+		attrs = append(attrs, telemetry.AttrHTTPMethod.String(http.MethodPost))
+		attrs = append(attrs, c.serverAttrs(url)...)
 		ctx, span = c.tel.Tracer().Start(ctx, "webhook "+req.Kind+" "+req.Name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	} else {
 		span = trace.SpanFromContext(ctx) // the caller's context, if any, still reaches the backend
@@ -141,7 +138,8 @@ func (c *webhookClient) deliver(ctx context.Context, tenant, url, secret string,
 	if sc := span.SpanContext(); sc.IsValid() {
 		req.Trace = &webhook.Trace{Traceparent: telemetry.Traceparent(sc), Tracestate: sc.TraceState().String()}
 	}
-	resp, err := c.post(ctx, url, secret, timeout, req, sink)
+	var status int
+	resp, err := c.post(ctx, url, secret, timeout, req, sink, &status)
 	outcome := ""
 	var we *WebhookError
 	if errors.As(err, &we) {
@@ -151,38 +149,53 @@ func (c *webhookClient) deliver(ctx context.Context, tenant, url, secret string,
 	}
 	c.tel.Metrics().Webhook(ctx, tenant, req.Kind, outcome, err != nil, time.Since(start))
 	if span.IsRecording() {
-		span.SetAttributes(telemetry.AttrWebhookOutcome.String(outcome))
+		// A failure's class is error.type; success needs no more than the
+		// status (the round span says what the answer was).
+		var kv [2]attribute.KeyValue
+		end := kv[:0]
+		if status != 0 {
+			end = append(end, telemetry.AttrHTTPStatus.Int(status))
+		}
 		if err != nil {
-			span.SetAttributes(telemetry.AttrErrorType.String(outcome))
+			end = append(end, telemetry.AttrErrorType.String(outcome))
 			span.SetStatus(codes.Error, outcome)
 		}
+		span.SetAttributes(end...)
 		span.End()
 	}
 	return resp, err
 }
 
-// statusRecorder puts the backend's HTTP status on the delivery span.
-type statusRecorder struct{ base http.RoundTripper }
-
-func (s statusRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := s.base.RoundTrip(r)
-	if err == nil {
-		if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
-			span.SetAttributes(telemetry.AttrHTTPStatus.Int(resp.StatusCode))
-		}
+// serverAttrs are server.address and server.port of a webhook URL,
+// parsed once per URL (a bounded set: the catalogue's handlers).
+func (c *webhookClient) serverAttrs(url string) []attribute.KeyValue {
+	c.addrMu.RLock()
+	kv, ok := c.addrs[url]
+	c.addrMu.RUnlock()
+	if ok {
+		return kv
 	}
-	return resp, err
+	if u, err := neturl.Parse(url); err == nil {
+		kv = telemetry.ServerAddr(u.Host, u.Scheme)
+	}
+	c.addrMu.Lock()
+	if c.addrs == nil || len(c.addrs) >= 4096 {
+		c.addrs = map[string][]attribute.KeyValue{}
+	}
+	c.addrs[url] = kv
+	c.addrMu.Unlock()
+	return kv
 }
 
-func (s statusRecorder) CloseIdleConnections() {
-	if c, ok := s.base.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
-	}
-}
-
-// post is one delivery, untraced.
-func (c *webhookClient) post(ctx context.Context, url, secret string, timeout time.Duration, req *webhook.Request, sink streamSink) (*webhook.Response, error) {
-	body, err := json.Marshal(req)
+// post is one delivery, untraced; it sets *status to the backend's HTTP
+// status when there is one.
+func (c *webhookClient) post(ctx context.Context, url, secret string, timeout time.Duration, req *webhook.Request, sink streamSink, status *int) (*webhook.Response, error) {
+	// Deliveries carry user text verbatim: no HTML escaping of <, > and &.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(req)
+	body := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	if err != nil {
 		return nil, &WebhookError{Class: "contract", Detail: "the request could not be encoded"}
 	}
@@ -207,6 +220,7 @@ func (c *webhookClient) post(ctx context.Context, url, secret string, timeout ti
 	if err != nil {
 		return nil, classify(ctx, err, timeout)
 	}
+	*status = resp.StatusCode
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
