@@ -1,0 +1,172 @@
+package tenants_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/server"
+	"github.com/opsmcp/platform/telemetry"
+)
+
+// cpuTime is the user and system CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// otlpSink is a local OTLP/HTTP endpoint that accepts and discards every
+// export, so the benchmark pays the real exporter's encoding and
+// transport but no collector.
+func otlpSink(b *testing.B) (*httptest.Server, *atomic.Int64) {
+	var exports atomic.Int64
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		exports.Add(1)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	b.Cleanup(s.Close)
+	return s, &exports
+}
+
+// BenchmarkToolsCallRoundTelemetry is BenchmarkToolsCallRound with
+// telemetry off and on: on is every span (server, webhook client) through
+// the batch processor and the real OTLP/HTTP exporter to a local sink,
+// metrics through both an OTLP reader and the Prometheus reader, and the
+// trace-stamping log handler. The two figures are in README.md.
+func BenchmarkToolsCallRoundTelemetry(b *testing.B) {
+	modes := []string{"off", "on"}
+	if m := os.Getenv("BENCH_TELEMETRY_MODES"); m != "" {
+		modes = strings.Split(m, ",") // also: traces, metrics, spans (recorded, not exported)
+	}
+	for _, mode := range modes {
+		b.Run("telemetry="+mode, func(b *testing.B) {
+			tel := telemetry.Disabled()
+			var exports *atomic.Int64
+			if mode == "spans" {
+				tp := sdktrace.NewTracerProvider()
+				b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+				var err error
+				if tel, err = telemetry.Setup(context.Background(), telemetry.Config{TracerProvider: tp, Getenv: func(string) string { return "" }}); err != nil {
+					b.Fatal(err)
+				}
+			} else if mode != "off" {
+				var sink *httptest.Server
+				sink, exports = otlpSink(b)
+				env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": sink.URL, "OTEL_METRICS_EXPORTER": "otlp"}
+				if mode == "traces" {
+					env["OTEL_METRICS_EXPORTER"] = "none"
+				}
+				if mode == "metrics" {
+					env["OTEL_TRACES_EXPORTER"] = "none"
+				}
+				var err error
+				tel, err = telemetry.Setup(context.Background(), telemetry.Config{Version: "bench", Prometheus: mode != "traces",
+					Getenv: func(k string) string { return env[k] }})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			hook := benchHook(b)
+			p := platformtest.Start(b, platformtest.SQLiteURL(b), platformtest.WithServer(server.WithTelemetry(tel)))
+			p.Tenant(b, "acme")
+			p.Tool(b, "acme", echoTool("tool0007", hook.URL))
+			body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"tool0007","arguments":{"msg":"hi"},` + validMeta + `}}`)
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+			url := p.URL + "/t/acme/mcp"
+			post(b, client, url, "tool0007", body) // warm the catalogue cache
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				post(b, client, url, "tool0007", body)
+			}
+			b.StopTimer()
+			// CPU time per round (the whole process: client, platform,
+			// webhook, exporter): what bounds throughput on a busy
+			// machine, and far less noisy than wall time when others
+			// share the cores.
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+			if err := tel.Shutdown(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			if mode == "on" && exports.Load() == 0 {
+				b.Fatal("nothing reached the OTLP sink")
+			}
+		})
+	}
+}
+
+// BenchmarkTelemetryOverheadPaired runs the same round against two
+// platforms in one process, one with telemetry off and one with it all
+// on (as in BenchmarkToolsCallRoundTelemetry), alternating request by
+// request so both see the same machine: on a shared, busy machine the
+// separate sub-benchmarks drift by more than the overhead they measure.
+// It reports each side's time per round and the overhead. (The two share
+// one garbage collector, so a little of the on side's GC work lands on
+// the off side; allocs/op of the separate benchmark show that cost.)
+func BenchmarkTelemetryOverheadPaired(b *testing.B) {
+	sink, exports := otlpSink(b)
+	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": sink.URL, "OTEL_METRICS_EXPORTER": "otlp"}
+	prom := true
+	switch os.Getenv("BENCH_TELEMETRY") { // for finding where the cost is
+	case "traces":
+		env["OTEL_METRICS_EXPORTER"], prom = "none", false
+	case "metrics":
+		env["OTEL_TRACES_EXPORTER"] = "none"
+	case "prometheus":
+		env["OTEL_TRACES_EXPORTER"], env["OTEL_METRICS_EXPORTER"] = "none", "none"
+	}
+	on, err := telemetry.Setup(context.Background(), telemetry.Config{Version: "bench", Prometheus: prom,
+		Getenv: func(k string) string { return env[k] }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	hook := benchHook(b)
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"tool0007","arguments":{"msg":"hi"},` + validMeta + `}}`)
+	start := func(tel *telemetry.Telemetry) string {
+		p := platformtest.Start(b, platformtest.SQLiteURL(b), platformtest.WithServer(server.WithTelemetry(tel)))
+		p.Tenant(b, "acme")
+		p.Tool(b, "acme", echoTool("tool0007", hook.URL))
+		return p.URL + "/t/acme/mcp"
+	}
+	urls := [2]string{start(telemetry.Disabled()), start(on)}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	for _, u := range urls {
+		for i := 0; i < 200; i++ {
+			post(b, client, u, "tool0007", body) // warm caches and connections
+		}
+	}
+	var spent [2]time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for k := 0; k < 2; k++ {
+			side := (i + k) % 2 // alternate which side goes first
+			t0 := time.Now()
+			post(b, client, urls[side], "tool0007", body)
+			spent[side] += time.Since(t0)
+		}
+	}
+	b.StopTimer()
+	off, onNs := float64(spent[0].Nanoseconds())/float64(b.N), float64(spent[1].Nanoseconds())/float64(b.N)
+	b.ReportMetric(off, "off-ns/round")
+	b.ReportMetric(onNs, "on-ns/round")
+	b.ReportMetric(100*(onNs-off)/off, "overhead-%")
+	if err := on.Shutdown(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	if exports.Load() == 0 && os.Getenv("BENCH_TELEMETRY") == "" {
+		b.Fatal("nothing reached the OTLP sink")
+	}
+}
