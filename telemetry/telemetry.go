@@ -445,6 +445,13 @@ func spanExporter(ctx context.Context, getenv func(string) string) (sdktrace.Spa
 		}
 		return exp, nil
 	}
+	lean, err := leanOTLP(getenv, tgt)
+	if err != nil {
+		return nil, err
+	}
+	if lean != nil {
+		return lean, nil
+	}
 	var opts []otlptracehttp.Option
 	if u, ok := tgt.httpURL("/v1/traces"); ok {
 		opts = append(opts, otlptracehttp.WithEndpointURL(u))
