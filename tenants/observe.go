@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -224,12 +225,13 @@ func (o *observation) begin(c *call) {
 		}
 		return
 	}
-	name, attrs := o.requestAttrs()
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(o.start), trace.WithAttributes(attrs...)}
+	// The attributes are all set once, at the end: the SDK then sizes
+	// its attribute storage once instead of copying and growing it.
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(o.start)}
 	if len(links) > 0 {
 		opts = append(opts, trace.WithLinks(links...))
 	}
-	ctx, span := o.tel.Tracer().Start(parent, name, opts...)
+	ctx, span := o.tel.Tracer().Start(parent, o.spanName(), opts...)
 	o.span = span
 	if c != nil {
 		c.r = c.r.WithContext(ctx)
@@ -237,13 +239,31 @@ func (o *observation) begin(c *call) {
 	o.pending.Replay(ctx)
 }
 
-// requestAttrs are the span's name and the attributes known once the
-// request is parsed and checked: the MCP conventions' request attributes,
-// the network and client ones, and the tenant.
-func (o *observation) requestAttrs() (string, []attribute.KeyValue) {
+// spanName is {mcp.method.name} {target}, the target only when it is a
+// registered tool or prompt (a client cannot mint span names).
+func (o *observation) spanName() string {
 	method := o.method()
-	name := method
-	attrs := make([]attribute.KeyValue, 0, 10)
+	c := o.c
+	if c == nil || c.name == "" || o.snap == nil {
+		return method
+	}
+	switch {
+	case c.method == mrtr.MethodToolsCall && o.snap.tools[c.name] != nil,
+		c.method == mrtr.MethodPromptsGet && o.snap.prompts[c.name] != nil:
+		return method + " " + c.name
+	}
+	return method
+}
+
+// attrPool recycles the attribute slices handed to the SDK, which copies
+// them.
+var attrPool = sync.Pool{New: func() any { s := make([]attribute.KeyValue, 0, 24); return &s }}
+
+// requestAttrs appends the attributes known once the request is parsed
+// and checked: the MCP conventions' request attributes, the network and
+// client ones, and the tenant.
+func (o *observation) requestAttrs(attrs []attribute.KeyValue) []attribute.KeyValue {
+	method := o.method()
 	// network.transport (tcp) and network.protocol.name (http) are left
 	// out, as the HTTP conventions allow for their default values: every
 	// attribute costs on every span's export.
@@ -260,7 +280,7 @@ func (o *observation) requestAttrs() (string, []attribute.KeyValue) {
 	}
 	c := o.c
 	if c == nil {
-		return name, attrs
+		return attrs
 	}
 	if c.id != nil {
 		id := string(c.id)
@@ -285,23 +305,17 @@ func (o *observation) requestAttrs() (string, []attribute.KeyValue) {
 		attrs = append(attrs, telemetry.AttrGenAIOperation.String(telemetry.OperationExecuteTool))
 		if c.name != "" {
 			attrs = append(attrs, telemetry.AttrGenAIToolName.String(c.name))
-			if o.snap != nil && o.snap.tools[c.name] != nil {
-				name += " " + c.name // only a registered tool names the span
-			}
 		}
 	case mrtr.MethodPromptsGet:
 		if c.name != "" {
 			attrs = append(attrs, telemetry.AttrGenAIPromptName.String(c.name))
-			if o.snap != nil && o.snap.prompts[c.name] != nil {
-				name += " " + c.name
-			}
 		}
 	case mrtr.MethodResourcesRead:
 		if c.uri != "" {
 			attrs = append(attrs, telemetry.AttrMCPResourceURI.String(c.uri))
 		}
 	}
-	return name, attrs
+	return attrs
 }
 
 // method is the request's method if it is one a span or metric may
@@ -492,7 +506,8 @@ func (o *observation) end() {
 		o.flowDone(ctx, now, method, resultType, errType)
 		return
 	}
-	attrs := make([]attribute.KeyValue, 0, 8)
+	buf := attrPool.Get().(*[]attribute.KeyValue)
+	attrs := o.requestAttrs((*buf)[:0])
 	// The MRTR attributes go on rounds of multi-round flows: those that
 	// continued a state or asked for input. A call answered in one round
 	// with no state in or out is in no flow, and every attribute costs on
@@ -550,6 +565,9 @@ func (o *observation) end() {
 		}
 	}
 	span.SetAttributes(attrs...)
+	clear(attrs)
+	*buf = attrs[:0]
+	attrPool.Put(buf)
 	o.flowDone(ctx, now, method, resultType, errType)
 	span.End()
 }

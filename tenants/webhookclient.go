@@ -126,12 +126,7 @@ func (c *webhookClient) deliver(ctx context.Context, tenant, url, secret string,
 	start := time.Now()
 	var span trace.Span
 	if c.tel.Tracing() {
-		// Tenant, flow, round and target are on the parent span (and the
-		// kind and target in the name): each attribute costs on export.
-		attrs := make([]attribute.KeyValue, 0, 3)
-		attrs = append(attrs, telemetry.AttrHTTPMethod.String(http.MethodPost))
-		attrs = append(attrs, c.serverAttrs(url)...)
-		ctx, span = c.tel.Tracer().Start(ctx, "webhook "+req.Kind+" "+req.Name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+		ctx, span = c.tel.Tracer().Start(ctx, "webhook "+req.Kind+" "+req.Name, trace.WithSpanKind(trace.SpanKindClient))
 	} else {
 		span = trace.SpanFromContext(ctx) // the caller's context, if any, still reaches the backend
 	}
@@ -149,10 +144,13 @@ func (c *webhookClient) deliver(ctx context.Context, tenant, url, secret string,
 	}
 	c.tel.Metrics().Webhook(ctx, tenant, req.Kind, outcome, err != nil, time.Since(start))
 	if span.IsRecording() {
-		// A failure's class is error.type; success needs no more than the
-		// status (the round span says what the answer was).
-		var kv [2]attribute.KeyValue
-		end := kv[:0]
+		// Set once, at the end (the SDK sizes its storage once). Tenant,
+		// flow, round and target are on the parent span, kind and target
+		// in the name; a failure's class is error.type, and success needs
+		// no more than the status: each attribute costs on export.
+		buf := attrPool.Get().(*[]attribute.KeyValue)
+		end := append((*buf)[:0], telemetry.AttrHTTPMethod.String(http.MethodPost))
+		end = append(end, c.serverAttrs(url)...)
 		if status != 0 {
 			end = append(end, telemetry.AttrHTTPStatus.Int(status))
 		}
@@ -161,6 +159,9 @@ func (c *webhookClient) deliver(ctx context.Context, tenant, url, secret string,
 			span.SetStatus(codes.Error, outcome)
 		}
 		span.SetAttributes(end...)
+		clear(end)
+		*buf = end[:0]
+		attrPool.Put(buf)
 		span.End()
 	}
 	return resp, err
