@@ -179,7 +179,13 @@ type pendingKey struct{}
 // plugin record spans into the returned Pending instead of dropping them.
 func WithPending(ctx context.Context) (context.Context, *Pending) {
 	p := &Pending{}
-	return context.WithValue(ctx, pendingKey{}, p), p
+	return p.Into(ctx), p
+}
+
+// Into is WithPending for a Pending the caller holds (the zero value is
+// ready to use).
+func (p *Pending) Into(ctx context.Context) context.Context {
+	return context.WithValue(ctx, pendingKey{}, p)
 }
 
 func (p *Pending) add(s *pendingSpan) {

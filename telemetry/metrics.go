@@ -113,20 +113,49 @@ type setKey struct {
 
 // attrs returns the measurement option for k, building its attribute
 // set once: a measurement then costs no allocation for its labels.
-func (m *Metrics) attrs(k setKey, build func() []attribute.KeyValue) metric.MeasurementOption {
+func (m *Metrics) attrs(k setKey) metric.MeasurementOption {
 	m.mu.RLock()
 	opt, ok := m.sets[k]
 	m.mu.RUnlock()
 	if ok {
 		return opt
 	}
-	opt = metric.WithAttributeSet(attribute.NewSet(build()...))
+	opt = metric.WithAttributeSet(attribute.NewSet(k.build()...))
 	m.mu.Lock()
 	if len(m.sets) < maxCachedSets {
 		m.sets[k] = opt
 	}
 	m.mu.Unlock()
 	return opt
+}
+
+// build is the attribute list of k (on a cache miss only).
+func (k setKey) build() []attribute.KeyValue {
+	switch k.inst {
+	case instOperation: // tenant, method, error type, status code
+		kv := []attribute.KeyValue{AttrMCPMethod.String(k.b)}
+		if k.a != "" {
+			kv = append(kv, AttrTenant.String(k.a))
+		}
+		if k.c != "" {
+			kv = append(kv, AttrErrorType.String(k.c))
+		}
+		if k.d != "" {
+			kv = append(kv, AttrRPCStatusCode.String(k.d))
+		}
+		return kv
+	case instRound: // tenant, method, result type
+		return []attribute.KeyValue{AttrTenant.String(k.a), AttrMCPMethod.String(k.b), AttrResultType.String(k.c)}
+	case instFlow: // tenant, method, outcome
+		return []attribute.KeyValue{AttrTenant.String(k.a), AttrMCPMethod.String(k.b), AttrFlowOutcome.String(k.c)}
+	case instRejection: // tenant, reason
+		return []attribute.KeyValue{AttrTenant.String(k.a), AttrRejectReason.String(k.b)}
+	case instWebhook: // tenant, kind, outcome
+		return []attribute.KeyValue{AttrTenant.String(k.a), AttrWebhookKind.String(k.b), AttrWebhookOutcome.String(k.c)}
+	case instWebhookFailure: // tenant, kind, class
+		return []attribute.KeyValue{AttrTenant.String(k.a), AttrWebhookKind.String(k.b), AttrWebhookClass.String(k.c)}
+	}
+	return nil
 }
 
 const (
@@ -146,19 +175,7 @@ func (m *Metrics) Operation(ctx context.Context, d time.Duration, tenant, method
 	if m == nil {
 		return
 	}
-	opt := m.attrs(setKey{instOperation, tenant, method, errType, statusCode}, func() []attribute.KeyValue {
-		kv := []attribute.KeyValue{AttrMCPMethod.String(method)}
-		if tenant != "" {
-			kv = append(kv, AttrTenant.String(tenant))
-		}
-		if errType != "" {
-			kv = append(kv, AttrErrorType.String(errType))
-		}
-		if statusCode != "" {
-			kv = append(kv, AttrRPCStatusCode.String(statusCode))
-		}
-		return kv
-	})
+	opt := m.attrs(setKey{instOperation, tenant, method, errType, statusCode})
 	m.operationDuration.Record(ctx, d.Seconds(), opt)
 }
 
@@ -168,9 +185,7 @@ func (m *Metrics) Round(ctx context.Context, tenant, method, resultType string) 
 	if m == nil {
 		return
 	}
-	opt := m.attrs(setKey{inst: instRound, a: tenant, b: method, c: resultType}, func() []attribute.KeyValue {
-		return []attribute.KeyValue{AttrTenant.String(tenant), AttrMCPMethod.String(method), AttrResultType.String(resultType)}
-	})
+	opt := m.attrs(setKey{inst: instRound, a: tenant, b: method, c: resultType})
 	m.rounds.Add(ctx, 1, opt)
 }
 
@@ -180,9 +195,7 @@ func (m *Metrics) FlowDone(ctx context.Context, tenant, method, outcome string, 
 	if m == nil {
 		return
 	}
-	opt := m.attrs(setKey{inst: instFlow, a: tenant, b: method, c: outcome}, func() []attribute.KeyValue {
-		return []attribute.KeyValue{AttrTenant.String(tenant), AttrMCPMethod.String(method), AttrFlowOutcome.String(outcome)}
-	})
+	opt := m.attrs(setKey{inst: instFlow, a: tenant, b: method, c: outcome})
 	m.flowDuration.Record(ctx, d.Seconds(), opt)
 	m.flowRounds.Record(ctx, int64(rounds), opt)
 }
@@ -194,9 +207,7 @@ func (m *Metrics) StateRejected(ctx context.Context, tenant, reason string) {
 	if m == nil {
 		return
 	}
-	opt := m.attrs(setKey{inst: instRejection, a: tenant, b: reason}, func() []attribute.KeyValue {
-		return []attribute.KeyValue{AttrTenant.String(tenant), AttrRejectReason.String(reason)}
-	})
+	opt := m.attrs(setKey{inst: instRejection, a: tenant, b: reason})
 	m.stateRejections.Add(ctx, 1, opt)
 }
 
@@ -206,14 +217,10 @@ func (m *Metrics) Webhook(ctx context.Context, tenant, kind, outcome string, fai
 	if m == nil {
 		return
 	}
-	opt := m.attrs(setKey{inst: instWebhook, a: tenant, b: kind, c: outcome}, func() []attribute.KeyValue {
-		return []attribute.KeyValue{AttrTenant.String(tenant), AttrWebhookKind.String(kind), AttrWebhookOutcome.String(outcome)}
-	})
+	opt := m.attrs(setKey{inst: instWebhook, a: tenant, b: kind, c: outcome})
 	m.webhookDuration.Record(ctx, d.Seconds(), opt)
 	if failed {
-		opt := m.attrs(setKey{inst: instWebhookFailure, a: tenant, b: kind, c: outcome}, func() []attribute.KeyValue {
-			return []attribute.KeyValue{AttrTenant.String(tenant), AttrWebhookKind.String(kind), AttrWebhookClass.String(outcome)}
-		})
+		opt := m.attrs(setKey{inst: instWebhookFailure, a: tenant, b: kind, c: outcome})
 		m.webhookFailures.Add(ctx, 1, opt)
 	}
 }

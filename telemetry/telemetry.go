@@ -172,7 +172,9 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 		if err != nil {
 			return fail(err)
 		}
-		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(r))
+		// The SDK's batch processor (OTEL_BSP_* apply), fed in groups.
+		bsp := newCoalescer(sdktrace.NewBatchSpanProcessor(exp), 128, 500*time.Millisecond)
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(bsp), sdktrace.WithResource(r))
 		t.tp, t.tracing = tp, true
 		t.onShutdown(tp.Shutdown)
 	}
