@@ -33,7 +33,8 @@ type observation struct {
 	base    context.Context // the request's own context
 	header  context.Context // base with the HTTP headers' trace context; nil without one
 	r       *http.Request
-	pending *telemetry.Pending
+	pending *telemetry.Pending // &pend while tracing
+	pend    telemetry.Pending
 	span    trace.Span // nil until begin
 	status  int        // HTTP status written
 
@@ -73,7 +74,8 @@ func (reg *Registry) observe(w http.ResponseWriter, r *http.Request) (http.Respo
 		}
 	}
 	if reg.tel.Tracing() {
-		ctx, o.pending = telemetry.WithPending(ctx)
+		o.pending = &o.pend
+		ctx = o.pend.Into(ctx)
 	}
 	if ctx != o.base {
 		r = r.WithContext(ctx)

@@ -120,7 +120,9 @@ func BenchmarkTelemetryOverheadPaired(b *testing.B) {
 	sink, exports := otlpSink(b)
 	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": sink.URL, "OTEL_METRICS_EXPORTER": "otlp"}
 	prom := true
-	switch os.Getenv("BENCH_TELEMETRY") { // for finding where the cost is
+	// BENCH_TELEMETRY narrows the on side, to find where the cost is:
+	// traces, metrics, prometheus, or spans (recorded, never exported).
+	switch os.Getenv("BENCH_TELEMETRY") {
 	case "traces":
 		env["OTEL_METRICS_EXPORTER"], prom = "none", false
 	case "metrics":
@@ -128,8 +130,11 @@ func BenchmarkTelemetryOverheadPaired(b *testing.B) {
 	case "prometheus":
 		env["OTEL_TRACES_EXPORTER"], env["OTEL_METRICS_EXPORTER"] = "none", "none"
 	}
-	on, err := telemetry.Setup(context.Background(), telemetry.Config{Version: "bench", Prometheus: prom,
-		Getenv: func(k string) string { return env[k] }})
+	cfg := telemetry.Config{Version: "bench", Prometheus: prom, Getenv: func(k string) string { return env[k] }}
+	if os.Getenv("BENCH_TELEMETRY") == "spans" { // recorded, never exported
+		cfg = telemetry.Config{TracerProvider: sdktrace.NewTracerProvider(), Getenv: func(string) string { return "" }}
+	}
+	on, err := telemetry.Setup(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -44,6 +44,7 @@ type webhookClient struct {
 	tel         *telemetry.Telemetry
 	addrMu      sync.RWMutex
 	addrs       map[string][]attribute.KeyValue // webhook URL -> server.address, server.port
+	names       map[[2]string]string            // kind, target -> span name
 }
 
 // blockedPrefixes are address ranges a webhook may not reach unless the
@@ -126,7 +127,7 @@ func (c *webhookClient) deliver(ctx context.Context, tenant, url, secret string,
 	start := time.Now()
 	var span trace.Span
 	if c.tel.Tracing() {
-		ctx, span = c.tel.Tracer().Start(ctx, "webhook "+req.Kind+" "+req.Name, trace.WithSpanKind(trace.SpanKindClient))
+		ctx, span = c.tel.Tracer().Start(ctx, c.spanName(req.Kind, req.Name), trace.WithSpanKind(trace.SpanKindClient))
 	} else {
 		span = trace.SpanFromContext(ctx) // the caller's context, if any, still reaches the backend
 	}
@@ -165,6 +166,25 @@ func (c *webhookClient) deliver(ctx context.Context, tenant, url, secret string,
 		span.End()
 	}
 	return resp, err
+}
+
+// spanName is "webhook {kind} {target}", built once per target.
+func (c *webhookClient) spanName(kind, name string) string {
+	k := [2]string{kind, name}
+	c.addrMu.RLock()
+	n, ok := c.names[k]
+	c.addrMu.RUnlock()
+	if ok {
+		return n
+	}
+	n = "webhook " + kind + " " + name
+	c.addrMu.Lock()
+	if c.names == nil || len(c.names) >= 4096 {
+		c.names = map[[2]string]string{}
+	}
+	c.names[k] = n
+	c.addrMu.Unlock()
+	return n
 }
 
 // serverAttrs are server.address and server.port of a webhook URL,
