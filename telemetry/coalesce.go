@@ -11,8 +11,8 @@ import (
 // coalescer sits in front of the SDK's batch span processor and hands it
 // ended spans in groups, so the processor's goroutine is woken once per
 // group instead of once per span (each wake-up is a hand-off to another
-// thread, dearer than recording the span). A group goes on when it is
-// full or at most every flushEvery. Nothing here blocks a request: the
+// thread, dearer than recording the span). A group goes on, from the
+// coalescer's own goroutine, when it is full or at most every flushEvery. Nothing here blocks a request: the
 // batch processor drops rather than waits when its queue is full.
 type coalescer struct {
 	next       sdktrace.SpanProcessor
@@ -22,6 +22,7 @@ type coalescer struct {
 	mu  sync.Mutex
 	buf []sdktrace.ReadOnlySpan
 
+	kick     chan struct{} // a full group is waiting
 	stop     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
@@ -29,7 +30,7 @@ type coalescer struct {
 
 func newCoalescer(next sdktrace.SpanProcessor, size int, flushEvery time.Duration) *coalescer {
 	c := &coalescer{next: next, size: size, flushEvery: flushEvery,
-		buf: make([]sdktrace.ReadOnlySpan, 0, size), stop: make(chan struct{}), done: make(chan struct{})}
+		buf: make([]sdktrace.ReadOnlySpan, 0, size), kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go c.loop()
 	return c
 }
@@ -43,6 +44,8 @@ func (c *coalescer) loop() {
 		case <-c.stop:
 			return
 		case <-t.C:
+			c.flush()
+		case <-c.kick:
 			c.flush()
 		}
 	}
@@ -75,10 +78,14 @@ func (c *coalescer) OnEnd(s sdktrace.ReadOnlySpan) {
 	}
 	c.mu.Lock()
 	c.buf = append(c.buf, s)
-	full := len(c.buf) >= c.size
+	full := len(c.buf) == c.size
 	c.mu.Unlock()
 	if full {
-		c.flush()
+		// Hand the group over off the request's path.
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -273,6 +273,9 @@ func TestEndedSpansReachTheBatchProcessorInGroupsAndAllOfThemAtShutdown(t *testi
 	}
 	_, s := tr.Start(context.Background(), "x")
 	s.End()
+	for deadline := time.Now().Add(2 * time.Second); len(exp.GetSpans()) < 3 && time.Now().Before(deadline); {
+		time.Sleep(2 * time.Millisecond)
+	}
 	if n := len(exp.GetSpans()); n != 3 {
 		t.Fatalf("a full group passed %d spans", n)
 	}
