@@ -100,6 +100,19 @@ func TestExportersFollowTheStandardEnvironment(t *testing.T) {
 	if tgt, _ := selectOTLP(env("OTEL_METRICS_EXPORTER", "prometheus"), "METRICS"); tgt != nil {
 		t.Fatal("prometheus alone is served at /metrics, not exported")
 	}
+	// Both protocols build (gRPC dials lazily); a bad value fails at start.
+	for _, proto := range []string{"grpc", "http/protobuf"} {
+		tel, err := Setup(context.Background(), Config{Getenv: env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_PROTOCOL", proto)})
+		if err != nil || !tel.Tracing() || tel.Metrics() == nil {
+			t.Fatalf("%s: %v", proto, err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		_ = tel.Shutdown(ctx)
+		cancel()
+	}
+	if _, err := Setup(context.Background(), Config{Getenv: env("OTEL_TRACES_EXPORTER", "jaeger")}); err == nil {
+		t.Fatal("an unsupported exporter was accepted")
+	}
 }
 
 func TestDisabledTelemetryRecordsNothing(t *testing.T) {

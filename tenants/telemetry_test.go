@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -379,10 +381,10 @@ func TestToolContentIsTracedOnlyWhenTheTenantOptsIn(t *testing.T) {
 // export it receives.
 type otlpReceiver struct {
 	*httptest.Server
-	mu      sync.Mutex
-	spans   []*tracepb.Span
-	res     []*commonpb.KeyValue
-	metrics int
+	mu          sync.Mutex
+	spans       []*tracepb.Span
+	res         []*commonpb.KeyValue
+	metricNames []string
 }
 
 func newReceiver(t testing.TB) *otlpReceiver {
@@ -408,8 +410,19 @@ func newReceiver(t testing.TB) *otlpReceiver {
 			w.Header().Set("Content-Type", "application/x-protobuf")
 			_, _ = w.Write(out)
 		case "/v1/metrics":
+			var req colmetricpb.ExportMetricsServiceRequest
+			if err := proto.Unmarshal(body, &req); err != nil {
+				http.Error(w, err.Error(), 400)
+				return
+			}
 			rc.mu.Lock()
-			rc.metrics++
+			for _, rm := range req.ResourceMetrics {
+				for _, sm := range rm.ScopeMetrics {
+					for _, m := range sm.Metrics {
+						rc.metricNames = append(rc.metricNames, m.Name)
+					}
+				}
+			}
 			rc.mu.Unlock()
 			w.Header().Set("Content-Type", "application/x-protobuf")
 		default:
@@ -501,6 +514,9 @@ func TestTheOTLPExporterDeliversLinkedSpansAndNoSecretIsEverExported(t *testing.
 	wh := byName["webhook tool order"][0]
 	if string(wh.TraceId) != string(rounds[2].TraceId) || string(wh.ParentSpanId) != string(rounds[2].SpanId) {
 		t.Fatal("webhook span not under the final round")
+	}
+	if !slices.Contains(rc.metricNames, telemetry.MetricOperationDuration) || !slices.Contains(rc.metricNames, telemetry.MetricFlowRounds) {
+		t.Fatalf("metrics exported over OTLP: %v", rc.metricNames)
 	}
 	if strAttr(rc.res, "service.name") != "opsmcp-platform" || strAttr(rc.res, "service.version") != "test" || strAttr(rc.res, "service.instance.id") != "replica-1" {
 		t.Fatalf("resource %v", rc.res)
@@ -677,5 +693,37 @@ func TestPrometheusMetricsAfterAKnownFlow(t *testing.T) {
 	expect("opsmcp_keys_ring_keys", acme(), 2)
 	if _, ok := value(m, "target_info", map[string]string{"service_name": "opsmcp-platform", "service_version": "test"}); !ok {
 		t.Error("no target_info with the service's name and version")
+	}
+}
+
+func TestAStoppingReplicaFlushesWhatItTraced(t *testing.T) {
+	rc := newReceiver(t)
+	// The platform builds its telemetry from the environment, as in
+	// production, and flushes it when it stops.
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rc.URL)
+	t.Setenv("OTEL_SERVICE_NAME", "opsmcp-test")
+	for _, k := range []string{"OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
+		t.Setenv(k, "")
+	}
+	h := newHook(t, replyText("pong"))
+	p := platformtest.Start(t, platformtest.SQLiteURL(t))
+	p.Tenant(t, "acme")
+	h.setSecret(p.Tool(t, "acme", echoTool("echo", h.URL)))
+	platformtest.Result(t, p.MCP(t, "acme", "tools/call", obj{"name": "echo", "arguments": obj{"msg": "x"}}))
+	p.Stop()
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	var names []string
+	for _, s := range rc.spans {
+		names = append(names, s.Name)
+	}
+	if !slices.Contains(names, "tools/call echo") || !slices.Contains(names, "webhook tool echo") {
+		t.Fatalf("spans flushed at stop: %v", names)
+	}
+	if strAttr(rc.res, "service.name") != "opsmcp-test" || strAttr(rc.res, "service.version") != "test" || strAttr(rc.res, "service.instance.id") == "" {
+		t.Fatalf("resource %v", rc.res)
+	}
+	if !slices.Contains(rc.metricNames, telemetry.MetricOperationDuration) {
+		t.Fatalf("metrics flushed at stop: %v", rc.metricNames)
 	}
 }
