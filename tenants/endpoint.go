@@ -145,7 +145,7 @@ func (reg *Registry) authenticate(w http.ResponseWriter, r *http.Request, s *sna
 			reason = te.Reason
 		}
 		if reason != "missing" {
-			reg.log.Warn("bearer token refused", "tenant", s.slug, "reason", reason)
+			reg.log.WarnContext(r.Context(), "bearer token refused", "tenant", s.slug, "reason", reason)
 		}
 		w.Header().Set("WWW-Authenticate", auth.Challenge(reg.metadataURL(s), s.scopes))
 		writeError(w, nil, newError(http.StatusUnauthorized, codeInvalidRequest, "Unauthorized: a valid bearer token for this endpoint is required", nil))
