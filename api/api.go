@@ -168,13 +168,13 @@ func (s *Server) changed(c *gin.Context) {
 func (s *Server) storeProblem(c *gin.Context, err error) {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		writeProblem(c, probNotFound.with(cleanErr(err)))
+		writeProblem(c, probNotFound.with(err.Error()))
 	case errors.Is(err, store.ErrSlugRetired):
-		writeProblem(c, probSlugRetired.with(cleanErr(err)+`; to give it to a new tenant anyway, set "reuseRetiredSlug": true`))
+		writeProblem(c, probSlugRetired.with(err.Error()+`; to give it to a new tenant anyway, set "reuseRetiredSlug": true`))
 	case errors.Is(err, store.ErrConflict):
-		writeProblem(c, probConflict.with(cleanErr(err)))
+		writeProblem(c, probConflict.with(err.Error()))
 	case errors.Is(err, store.ErrVersionMismatch):
-		writeProblem(c, probPrecondition.with(cleanErr(err)+"; fetch it again and retry with the current version"))
+		writeProblem(c, probPrecondition.with(err.Error()+"; fetch it again and retry with the current version"))
 	case errors.Is(err, context.Canceled):
 		c.Abort()
 	default:
@@ -182,10 +182,6 @@ func (s *Server) storeProblem(c *gin.Context, err error) {
 		writeProblem(c, probInternal.with("the request could not be completed; nothing was changed"))
 	}
 }
-
-// cleanErr renders a store error for a client: the wrapped sentinel's
-// generic words are kept, the rest is the object named.
-func cleanErr(err error) string { return err.Error() }
 
 // ifMatch reads the expected version from If-Match ("3" or W/"3") or from
 // a version in the body; 0 means unconditional.

@@ -444,7 +444,15 @@ func (reg *Registry) dispatch(c *call) {
 }
 
 // serverInfo is the _meta every result carries.
+// It is built once per snapshot (read-only afterwards), not per request.
 func (reg *Registry) serverInfo(s *snapshot) map[string]any {
+	if s.info != nil {
+		return s.info
+	}
+	return reg.newServerInfo(s)
+}
+
+func (reg *Registry) newServerInfo(s *snapshot) map[string]any {
 	return map[string]any{metaServerInfo: map[string]string{
 		"name": "opsmcp/" + s.slug, "title": s.displayName, "version": reg.opts.Version,
 	}}

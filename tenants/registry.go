@@ -175,6 +175,7 @@ func (r *Registry) load(ctx context.Context, slug string) (*snapshot, error) {
 		return nil, err
 	}
 	s, errs := buildSnapshot(c)
+	s.info = r.newServerInfo(s)
 	for _, e := range errs {
 		r.log.ErrorContext(ctx, "catalogue item skipped", "tenant", slug, "err", e)
 	}

@@ -25,6 +25,8 @@ type snapshot struct {
 	settings    Settings
 	version     int64
 	origins     map[string]bool
+	// info is the serverInfo _meta every result carries; never mutated.
+	info map[string]any
 	// scopes are every scope the tenant advertises or a tool requires.
 	scopes []string
 

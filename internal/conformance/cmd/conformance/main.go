@@ -59,13 +59,12 @@ func run(node, cli string, mrtrOnly bool, only string, verbose bool, keep string
 		out = filepath.Join(work, "results")
 	}
 
-	platformURL, stop, backend, err := start(work)
+	platformURL, stop, err := start(work)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "conformance: start:", err)
 		return 1
 	}
 	defer stop()
-	_ = backend
 	endpoint := platformURL + "/t/conformance/mcp"
 
 	scenarios := append(append([]string{}, conformance.ServerScenarios...), conformance.MRTRScenarios...)
@@ -149,19 +148,19 @@ func indent(s string) string {
 
 // start runs the platform and the backend on free loopback ports and
 // registers the conformance tenant.
-func start(work string) (string, func(), *conformance.Backend, error) {
+func start(work string) (string, func(), error) {
 	var tok [16]byte
 	_, _ = rand.Read(tok[:])
 	token := hex.EncodeToString(tok[:])
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", nil, nil, err
+		return "", nil, err
 	}
 	fs := flag.NewFlagSet("conformance", flag.ContinueOnError)
 	cfg, err := config.Load(fs, nil, func(string) string { return "" })
 	if err != nil {
-		return "", nil, nil, err
+		return "", nil, err
 	}
 	cfg.DatabaseURL = "sqlite:" + filepath.Join(work, "platform.db")
 	cfg.Listen = ln.Addr().String()
@@ -170,14 +169,14 @@ func start(work string) (string, func(), *conformance.Backend, error) {
 	cfg.AllowPrivateWebhooks = true
 	logFile, err := os.Create(filepath.Join(work, "platform.log"))
 	if err != nil {
-		return "", nil, nil, err
+		return "", nil, err
 	}
 	logger := slog.New(slog.NewJSONHandler(logFile, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := server.New(ctx, cfg, logger, "conformance")
 	if err != nil {
 		cancel()
-		return "", nil, nil, err
+		return "", nil, err
 	}
 	done := make(chan struct{})
 	go func() { _ = srv.Serve(ctx, ln); close(done) }()
@@ -186,7 +185,7 @@ func start(work string) (string, func(), *conformance.Backend, error) {
 	hookLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		cancel()
-		return "", nil, nil, err
+		return "", nil, err
 	}
 	hookSrv := &http.Server{Handler: backend, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = hookSrv.Serve(hookLn) }()
@@ -201,7 +200,7 @@ func start(work string) (string, func(), *conformance.Backend, error) {
 	}
 	if err := conformance.Register(platformURL, token, "conformance", "http://"+hookLn.Addr().String()+"/hook", backend); err != nil {
 		stop()
-		return "", nil, nil, err
+		return "", nil, err
 	}
-	return platformURL, stop, backend, nil
+	return platformURL, stop, nil
 }
