@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+
+	"github.com/opsmcp/platform/telemetry"
 )
 
 // MaxTokenBytes caps a bearer token; anything longer is refused unread.
@@ -51,7 +53,9 @@ type issuerState struct {
 // keys with client (nil: a client with a 10 s timeout).
 func NewVerifier(client *http.Client, minRefetch time.Duration) *Verifier {
 	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
+		// Discovery and JWKS fetches made while a request waits are
+		// CLIENT spans under it.
+		client = &http.Client{Timeout: 10 * time.Second, Transport: telemetry.Transport(nil)}
 	}
 	if minRefetch <= 0 {
 		minRefetch = 30 * time.Second

@@ -141,3 +141,53 @@ func TestLocalProviderRotatesOnItsPeriod(t *testing.T) {
 		t.Fatalf("generation %d after a scheduled rotation", view.Generation)
 	}
 }
+
+// TestKeyRingGaugesFollowTheRotation: the replica's Prometheus endpoint
+// reports each tenant's ring (phase, key count, minting key's age) from
+// the cached rings, labelled by slug, and follows a rotation through its
+// phases.
+func TestKeyRingGaugesFollowTheRotation(t *testing.T) {
+	for _, k := range []string{"OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SDK_DISABLED"} {
+		t.Setenv(k, "")
+	}
+	p := localPlatform(t, platformtest.SQLiteURL(t), masterKey())
+	p.Tenant(t, "acme")
+	p.Tenant(t, "idle") // never used: no ring cached, no series
+	base := "/api/v1/tenants/acme/keys"
+	acme := map[string]string{"opsmcp_tenant": "acme"}
+	gauges := func(wantPhase, wantKeys float64) float64 {
+		t.Helper()
+		m := platformtest.Scrape(t, p.URL, "")
+		// The slug of a tenant the endpoint has not served yet is known
+		// from the registry's next catalogue poll.
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); m = platformtest.Scrape(t, p.URL, "") {
+			if _, ok := m.Value("opsmcp_keys_ring_keys", acme); ok {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if v, ok := m.Value("opsmcp_keys_rotation_phase", acme); !ok || v != wantPhase {
+			t.Fatalf("phase = %v (present %v), want %v", v, ok, wantPhase)
+		}
+		if v, ok := m.Value("opsmcp_keys_ring_keys", acme); !ok || v != wantKeys {
+			t.Fatalf("keys = %v (present %v), want %v", v, ok, wantKeys)
+		}
+		if _, ok := m.Value("opsmcp_keys_ring_keys", map[string]string{"opsmcp_tenant": "idle"}); ok {
+			t.Fatal("a tenant without a ring has a series")
+		}
+		age, ok := m.Value("opsmcp_keys_ring_age_seconds", acme)
+		if !ok || age < 0 || age > 60 {
+			t.Fatalf("minting key age = %v (present %v)", age, ok)
+		}
+		return age
+	}
+
+	p.MustAdmin(t, 200, "GET", base, nil) // first use creates and caches the ring
+	age := gauges(0, 1)
+	time.Sleep(20 * time.Millisecond)
+	if again := gauges(0, 1); again <= age {
+		t.Fatalf("the minting key's age did not grow: %v then %v", age, again)
+	}
+	p.MustAdmin(t, 200, "POST", base+"/rotate", nil)
+	gauges(1, 2) // staged: the new key verifies only; the old one still mints
+}

@@ -248,6 +248,36 @@ func (m *Manager) allEntries() []*entry {
 	return out
 }
 
+// RingStatus is one cached ring as the metrics report it.
+type RingStatus struct {
+	TenantID string
+	Phase    Phase
+	// MinterSince is when the minting key began minting.
+	MinterSince time.Time
+	// Keys is how many keys the ring holds.
+	Keys int
+}
+
+// Rings calls fn for every ring this replica holds in its cache. It
+// reads no backend: metric collection calls it, and must stay cheap.
+func (m *Manager) Rings(fn func(RingStatus)) {
+	if m == nil {
+		return
+	}
+	for _, e := range m.allEntries() {
+		s := e.snap.Load()
+		if s == nil || s.rec == nil || len(s.rec.Keys) == 0 {
+			continue
+		}
+		a := s.rec.Active()
+		since := a.Promoted
+		if since.IsZero() {
+			since = a.Created
+		}
+		fn(RingStatus{TenantID: e.tenant, Phase: s.rec.Phase, MinterSince: since, Keys: len(s.rec.Keys)})
+	}
+}
+
 // ErrStale means a tenant's ring could not be re-checked for longer than
 // the configured staleness: it fails closed until the backend answers.
 var ErrStale = errors.New("keys: the tenant's key ring is stale (the key store has not answered within the staleness limit)")

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	vault "github.com/hashicorp/vault/api"
+
+	"github.com/opsmcp/platform/telemetry"
 )
 
 // Vault authentication methods.
@@ -135,6 +137,10 @@ func newVaultConn(o VaultOptions, log *slog.Logger) (*vaultConn, error) {
 		return nil, fmt.Errorf("vault client: %w", cfg.Error)
 	}
 	cfg.Address = o.Address
+	// Calls made while serving a request (Transit seal and open, a
+	// ring's first load) are CLIENT spans under it; background refreshes
+	// are not traced.
+	cfg.HttpClient.Transport = telemetry.Transport(cfg.HttpClient.Transport)
 	cfg.Timeout = o.Timeout
 	// No client-side retries: a CAS write retried after a lost answer
 	// would report a conflict for our own write, and the refresh and

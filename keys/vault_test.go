@@ -4,12 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	vault "github.com/hashicorp/vault/api"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/opsmcp/platform/internal/platformtest"
 	"github.com/opsmcp/platform/internal/vaulttest"
@@ -547,5 +553,66 @@ func TestVaultKubernetesLogin(t *testing.T) {
 	})
 	if _, err := bad.Codec(ctx, id); err == nil || !strings.Contains(err.Error(), "kubernetes login") {
 		t.Fatalf("codec with an unvouched token: %v", err)
+	}
+}
+
+// TestVaultCallsMadeForARequestAreSpansUnderIt: with Transit custody,
+// the ring's first load and every seal and open call Vault while a
+// request waits; each call is a CLIENT span under the request's span,
+// with Vault's address and no path or token. The refresh loop's
+// background reads are not traced.
+func TestVaultCallsMadeForARequestAreSpansUnderIt(t *testing.T) {
+	v := vaulttest.Start(t)
+	st := openStore(t, platformtest.SQLiteURL(t))
+	a := addTenant(t, st, "acme", 60)
+	m := vaultManager(t, v, st, nil, func(o *keys.Options) { o.Custody = keys.KindTransit })
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+
+	ctx, request := tp.Tracer("test").Start(context.Background(), "tools/call", trace.WithSpanKind(trace.SpanKindServer))
+	codec, err := m.Codec(ctx, a) // creates the ring: KV read and write, Transit key
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded := len(rec.Ended())
+	tok, _, err := codec.Seal(ctx, []byte("state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := codec.Unseal(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	request.End()
+	spans := rec.Ended()
+	if loaded == 0 || len(spans)-1 <= loaded {
+		t.Fatalf("%d spans for the first load, %d in all: want both the load and the Transit calls traced", loaded, len(spans))
+	}
+	u, err := url.Parse(v.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range spans[:len(spans)-1] {
+		if s.SpanKind() != trace.SpanKindClient || s.Parent().SpanID() != request.SpanContext().SpanID() {
+			t.Fatalf("span %q (%v) is not a CLIENT child of the request", s.Name(), s.SpanKind())
+		}
+		got := map[attribute.Key]attribute.Value{}
+		for _, kv := range s.Attributes() {
+			got[kv.Key] = kv.Value
+			if e := kv.Value.Emit(); strings.Contains(e, "/") || strings.Contains(e, v.RootToken) {
+				t.Fatalf("span %q records a path or the token: %v", s.Name(), kv)
+			}
+		}
+		if got["server.address"].AsString() != u.Hostname() || strconv.FormatInt(got["server.port"].AsInt64(), 10) != u.Port() {
+			t.Fatalf("span %q does not name Vault: %v", s.Name(), s.Attributes())
+		}
+	}
+
+	// The refresh loop re-reads the ring every 100 ms, outside any
+	// request: none of it is traced.
+	n := len(rec.Ended())
+	time.Sleep(350 * time.Millisecond)
+	if extra := len(rec.Ended()) - n; extra != 0 {
+		t.Fatalf("%d background Vault calls traced", extra)
 	}
 }

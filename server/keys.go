@@ -1,9 +1,11 @@
 package server
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/opsmcp/platform/config"
 	"github.com/opsmcp/platform/keys"
 	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/telemetry"
 	"github.com/opsmcp/platform/tenants"
 )
 
@@ -68,6 +71,36 @@ func newKeys(cfg *config.Config, st *store.Store, log *slog.Logger) (*keys.Manag
 	log.Info("per-tenant key rings", "provider", m.Provider(), "custody", k.Custody, "refresh", k.Refresh,
 		"propagation_margin", m.Margin(), "staleness", k.Staleness, "scheduler", k.Scheduler)
 	return m, nil
+}
+
+// reportKeyRings feeds the key ring gauges from km's cache, labelled by
+// tenant slug; rings of tenants the registry does not know (deleted since)
+// are left out.
+func reportKeyRings(tel *telemetry.Telemetry, km *keys.Manager, reg *tenants.Registry) (func(), error) {
+	if km == nil {
+		return func() {}, nil
+	}
+	return tel.ReportKeyRings(func(_ context.Context, report func(telemetry.KeyRing)) {
+		now := time.Now()
+		km.Rings(func(r keys.RingStatus) {
+			slug, ok := reg.Slug(r.TenantID)
+			if !ok {
+				return
+			}
+			report(telemetry.KeyRing{Tenant: slug, MinterAge: max(now.Sub(r.MinterSince), 0), Phase: rotationPhase(r.Phase), Keys: r.Keys})
+		})
+	})
+}
+
+// rotationPhase is a ring's phase as the rotation phase gauge counts it.
+func rotationPhase(p keys.Phase) telemetry.RotationPhase {
+	switch p {
+	case keys.PhaseStaged:
+		return telemetry.PhaseStaged
+	case keys.PhasePromoted:
+		return telemetry.PhasePromoted
+	}
+	return telemetry.PhaseSteady
 }
 
 // keyRings is km as the endpoint's KeyRings, nil (the static ring) when

@@ -36,7 +36,8 @@ type Server struct {
 	keys     *keys.Manager
 	handler  http.Handler
 	tel      *telemetry.Telemetry
-	ownTel   bool // built here from the environment, so flushed by Close
+	ownTel   bool   // built here from the environment, so flushed by Close
+	unreport func() // stops the key ring gauges reading s.keys
 }
 
 func init() { gin.SetMode(gin.ReleaseMode) }
@@ -168,6 +169,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		c.JSON(http.StatusMethodNotAllowed, gin.H{"type": "urn:opsmcp:problem:method-not-allowed", "title": "Method not allowed", "status": 405})
 	})
 	s.handler = r
+	if s.unreport, err = reportKeyRings(tel, km, reg); err != nil {
+		// Telemetry never stops serving: the replica runs without the gauges.
+		log.Warn("key ring gauges unavailable", "err", err)
+	}
 	km.Start()
 	return s, nil
 }
@@ -276,6 +281,9 @@ func metricsAuth(token string, h http.Handler) gin.HandlerFunc {
 // the last metric export; at most five seconds) and closes the database.
 func (s *Server) Close() error {
 	s.registry.Close()
+	if s.unreport != nil {
+		s.unreport()
+	}
 	s.keys.Close()
 	if s.ownTel {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

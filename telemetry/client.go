@@ -69,11 +69,13 @@ func start(ctx context.Context, name string, kind trace.SpanKind, attrs []attrib
 }
 
 // Transport wraps base (nil means http.DefaultTransport) so every request
-// is a CLIENT span named after its method, with the server address and
-// the response status, and carries the W3C traceparent. The URL's path
-// and query are not recorded: they can hold secrets (Vault paths are
-// safe, webhook-style URLs with tokens in them are not). Give it to the
-// Vault client's and the OIDC/JWKS fetcher's http.Client.
+// made inside a request is a CLIENT span named after its method, with the
+// server address and the response status, and carries the W3C
+// traceparent. Requests outside any request (background refreshes) are
+// not traced, as with the database plugin, or every poll would be a
+// trace. The URL's path and query are not recorded: they can hold
+// secrets (Vault paths are safe, webhook-style URLs with tokens in them
+// are not). The Vault client and the OIDC/JWKS fetcher use it.
 func Transport(base http.RoundTripper) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
@@ -86,7 +88,7 @@ type transport struct{ base http.RoundTripper }
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	attrs := []attribute.KeyValue{AttrHTTPMethod.String(req.Method)}
 	attrs = append(attrs, serverAddr(req.URL.Host, req.URL.Scheme)...)
-	ctx, span := StartClient(req.Context(), req.Method, attrs...)
+	ctx, span := start(req.Context(), req.Method, trace.SpanKindClient, attrs, false)
 	if sc := span.SpanContext(); sc.IsValid() {
 		req = req.Clone(ctx)
 		propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))

@@ -228,12 +228,12 @@ func (m *Metrics) Webhook(ctx context.Context, tenant, kind, outcome string, fai
 // RotationPhase is where a key ring stands in the three-phase rotation.
 type RotationPhase int
 
-// Rotation phases.
+// Rotation phases, as the keys package names them.
 const (
-	// PhaseStable: one key mints, no rotation under way.
-	PhaseStable RotationPhase = 0
-	// PhaseAdded: a new key is in the ring, verify only.
-	PhaseAdded RotationPhase = 1
+	// PhaseSteady: one key mints, no rotation under way.
+	PhaseSteady RotationPhase = 0
+	// PhaseStaged: a new key is in the ring, verify only.
+	PhaseStaged RotationPhase = 1
 	// PhasePromoted: the new key mints; the old one still verifies until
 	// it is retired.
 	PhasePromoted RotationPhase = 2

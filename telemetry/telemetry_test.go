@@ -236,6 +236,19 @@ func TestTransportTracesAndPropagates(t *testing.T) {
 	if client.Status().Code != codes.Error {
 		t.Fatal("a 404 is not an error")
 	}
+
+	// Outside any request (a background refresh) nothing is traced and
+	// no trace context is sent.
+	n := len(rec.Ended())
+	seen = "unset"
+	req, _ = http.NewRequest(http.MethodGet, srv.URL, nil)
+	if resp, err = (&http.Client{Transport: Transport(nil)}).Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(rec.Ended()) != n || seen != "" {
+		t.Fatalf("a background call was traced: %d spans, traceparent %q", len(rec.Ended())-n, seen)
+	}
 }
 
 func TestKeyRingsAreReportedThroughTheRegisteredCallback(t *testing.T) {

@@ -35,8 +35,12 @@ type params struct {
 
 // call is one inbound request as it travels through the handler.
 type call struct {
-	w      http.ResponseWriter
-	r      *http.Request
+	w http.ResponseWriter
+	r *http.Request
+	// context is the request's context once it carries the request's
+	// span (set by the observation; copying the request for it would
+	// cost an allocation of the whole request on every call).
+	context context.Context
 	snap   *snapshot
 	id     json.RawMessage
 	method string
@@ -63,7 +67,7 @@ var removed = map[string]bool{
 
 // ServeHTTP serves POST /t/{slug}/mcp.
 func (reg *Registry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w, r, ob := reg.observe(w, r)
+	w, ctx, ob := reg.observe(w, r)
 	defer ob.end()
 	slug, ok := slugOf(r.URL.Path)
 	if !ok {
@@ -77,9 +81,9 @@ func (reg *Registry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, nil, newError(http.StatusMethodNotAllowed, codeInvalidRequest, "Method not allowed: this endpoint accepts POST only", nil))
 		return
 	}
-	snap, err := reg.lookup(r.Context(), slug)
+	snap, err := reg.lookup(ctx, slug)
 	if err != nil {
-		reg.log.ErrorContext(r.Context(), "tenant lookup failed", "tenant", slug, "err", err)
+		reg.log.ErrorContext(ctx, "tenant lookup failed", "tenant", slug, "err", err)
 		writeError(w, nil, newError(http.StatusServiceUnavailable, codeInternal, "Tenant catalogue unavailable", nil))
 		return
 	}
@@ -92,7 +96,7 @@ func (reg *Registry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, nil, newError(http.StatusForbidden, codeInvalidRequest, "Origin not allowed", nil))
 		return
 	}
-	principal, ok := reg.authenticate(w, r, snap)
+	principal, ok := reg.authenticate(ctx, w, r, snap)
 	if !ok {
 		return
 	}
@@ -106,7 +110,7 @@ func (reg *Registry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return // the client went away
 	}
-	c := &call{w: w, r: r, snap: snap, principal: principal}
+	c := &call{w: w, r: r, context: ctx, snap: snap, principal: principal}
 	if e := c.parse(body); e != nil {
 		writeError(w, c.id, e)
 		return
@@ -128,7 +132,7 @@ func (reg *Registry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // trusts. A missing or refused token gets 401 with a challenge naming the
 // tenant's protected-resource metadata; the reason is logged, the token
 // never is.
-func (reg *Registry) authenticate(w http.ResponseWriter, r *http.Request, s *snapshot) (*auth.Principal, bool) {
+func (reg *Registry) authenticate(ctx context.Context, w http.ResponseWriter, r *http.Request, s *snapshot) (*auth.Principal, bool) {
 	cfg := s.settings.Auth
 	if cfg.Public {
 		return nil, true
@@ -137,7 +141,7 @@ func (reg *Registry) authenticate(w http.ResponseWriter, r *http.Request, s *sna
 	if scheme, t, found := strings.Cut(r.Header.Get("Authorization"), " "); found && strings.EqualFold(scheme, "Bearer") {
 		tok = strings.TrimSpace(t)
 	}
-	p, err := reg.verifier.Verify(r.Context(), tok, cfg, reg.audience(s))
+	p, err := reg.verifier.Verify(ctx, tok, cfg, reg.audience(s))
 	if err != nil {
 		reason := "error"
 		var te *auth.TokenError
@@ -145,7 +149,7 @@ func (reg *Registry) authenticate(w http.ResponseWriter, r *http.Request, s *sna
 			reason = te.Reason
 		}
 		if reason != "missing" {
-			reg.log.WarnContext(r.Context(), "bearer token refused", "tenant", s.slug, "reason", reason)
+			reg.log.WarnContext(ctx, "bearer token refused", "tenant", s.slug, "reason", reason)
 		}
 		w.Header().Set("WWW-Authenticate", auth.Challenge(reg.metadataURL(s), s.scopes))
 		writeError(w, nil, newError(http.StatusUnauthorized, codeInvalidRequest, "Unauthorized: a valid bearer token for this endpoint is required", nil))
@@ -458,5 +462,10 @@ func (reg *Registry) newServerInfo(s *snapshot) map[string]any {
 	}}
 }
 
-// context returns the request's context.
-func (c *call) ctx() context.Context { return c.r.Context() }
+// ctx returns the request's context.
+func (c *call) ctx() context.Context {
+	if c.context != nil {
+		return c.context
+	}
+	return c.r.Context()
+}

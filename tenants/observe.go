@@ -32,6 +32,7 @@ type observation struct {
 	start   time.Time
 	base    context.Context // the request's own context
 	header  context.Context // base with the HTTP headers' trace context; nil without one
+	ctx     context.Context // the context work is done in: with the Pending, then the span
 	r       *http.Request
 	pending *telemetry.Pending // &pend while tracing
 	pend    telemetry.Pending
@@ -59,10 +60,10 @@ type observation struct {
 }
 
 // observe starts observing a request. The returned writer records the
-// JSON-RPC message written; the request carries a Pending so work done
-// before the span can start (tenant lookup, bearer check) is replayed
-// under it.
-func (reg *Registry) observe(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request, *observation) {
+// JSON-RPC message written; the returned context, for the work before
+// the span can start (tenant lookup, bearer check), carries a Pending so
+// that work is replayed under the span.
+func (reg *Registry) observe(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, context.Context, *observation) {
 	o := &observation{reg: reg, tel: reg.tel, start: time.Now(), base: r.Context()}
 	o.w = obsWriter{ResponseWriter: w, ob: o}
 	ctx := o.base
@@ -77,11 +78,8 @@ func (reg *Registry) observe(w http.ResponseWriter, r *http.Request) (http.Respo
 		o.pending = &o.pend
 		ctx = o.pend.Into(ctx)
 	}
-	if ctx != o.base {
-		r = r.WithContext(ctx)
-	}
-	o.r = r
-	return &o.w, r, o
+	o.r, o.ctx = r, ctx
+	return &o.w, ctx, o
 }
 
 // obsWriter lets writeJSON and the SSE writer report the message they
@@ -223,7 +221,7 @@ func (o *observation) begin(c *call) {
 		// No spans, but the caller's context still reaches the webhook.
 		o.span = trace.SpanFromContext(parent)
 		if c != nil && o.span.SpanContext().IsValid() {
-			c.r = c.r.WithContext(parent)
+			c.context = parent
 		}
 		return
 	}
@@ -234,9 +232,9 @@ func (o *observation) begin(c *call) {
 		opts = append(opts, trace.WithLinks(links...))
 	}
 	ctx, span := o.tel.Tracer().Start(parent, o.spanName(), opts...)
-	o.span = span
+	o.span, o.ctx = span, ctx
 	if c != nil {
-		c.r = c.r.WithContext(ctx)
+		c.context = ctx
 	}
 	o.pending.Replay(ctx)
 }
@@ -398,7 +396,7 @@ func (o *observation) rejected(reason string) {
 		o.span.AddEvent(telemetry.EventStateRejected, trace.WithAttributes(telemetry.AttrRejectReason.String(reason)))
 	}
 	if o.snap != nil {
-		o.tel.Metrics().StateRejected(o.r.Context(), o.snap.slug, reason)
+		o.tel.Metrics().StateRejected(o.ctx, o.snap.slug, reason)
 	}
 }
 
@@ -464,7 +462,7 @@ func (o *observation) end() {
 	}
 	now := time.Now()
 	dur := now.Sub(o.start)
-	ctx := o.r.Context()
+	ctx := o.ctx
 	method := o.method()
 	c := o.c
 

@@ -67,7 +67,8 @@ type Registry struct {
 	mu      sync.RWMutex
 	revoked map[string]map[string]bool // tenant id -> cancelled flow ids
 	cache   map[string]*snapshot
-	missing map[string]bool // slugs known not to exist, until the next poll
+	missing map[string]bool   // slugs known not to exist, until the next poll
+	slugs   map[string]string // tenant id -> slug, as of the last poll
 	loading sync.Mutex
 
 	stop     context.CancelFunc
@@ -190,6 +191,23 @@ func (r *Registry) load(ctx context.Context, slug string) (*snapshot, error) {
 	return s, nil
 }
 
+// Slug returns the slug of the tenant with id tenantID, from what the
+// registry already holds (no database read): metric collection maps the
+// key rings' tenant ids through it.
+func (r *Registry) Slug(tenantID string) (string, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if slug, ok := r.slugs[tenantID]; ok {
+		return slug, true
+	}
+	for slug, s := range r.cache { // before the first poll
+		if s.tenantID == tenantID {
+			return slug, true
+		}
+	}
+	return "", false
+}
+
 // Invalidate reloads a tenant now; the admin API calls it after a change
 // so this replica serves its own writes at once.
 func (r *Registry) Invalidate(ctx context.Context, slug string) {
@@ -225,11 +243,14 @@ func (r *Registry) poll(ctx context.Context) {
 			continue
 		}
 		current := make(map[string]int64, len(vs))
+		slugs := make(map[string]string, len(vs))
 		for _, v := range vs {
 			current[v.Slug] = v.CatalogueVersion
+			slugs[v.ID] = v.Slug
 		}
 		r.mu.Lock()
 		r.missing = map[string]bool{}
+		r.slugs = slugs
 		var stale []string
 		for slug, s := range r.cache {
 			v, ok := current[slug]

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -27,6 +28,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/opsmcp/platform/config"
+	"github.com/opsmcp/platform/internal/oidctest"
 	"github.com/opsmcp/platform/internal/platformtest"
 	"github.com/opsmcp/platform/server"
 	"github.com/opsmcp/platform/telemetry"
@@ -558,61 +560,6 @@ func TestTheOTLPExporterDeliversLinkedSpansAndNoSecretIsEverExported(t *testing.
 	}
 }
 
-// sample is one line of the Prometheus text format.
-type sample struct {
-	name   string
-	labels map[string]string
-	value  float64
-}
-
-func scrape(t *testing.T, url, token string) []sample {
-	t.Helper()
-	h := http.Header{}
-	if token != "" {
-		h.Set("Authorization", "Bearer "+token)
-	}
-	r := platformtest.Do(t, "GET", url+"/metrics", h, nil)
-	if r.Status != 200 {
-		t.Fatalf("GET /metrics: %d", r.Status)
-	}
-	line := regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$`)
-	label := regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"`)
-	var out []sample
-	for _, l := range strings.Split(string(r.Body), "\n") {
-		m := line.FindStringSubmatch(l)
-		if m == nil || strings.HasPrefix(l, "#") {
-			continue
-		}
-		s := sample{name: m[1], labels: map[string]string{}}
-		for _, lm := range label.FindAllStringSubmatch(m[2], -1) {
-			s.labels[lm[1]] = lm[2]
-		}
-		s.value, _ = strconv.ParseFloat(m[3], 64)
-		out = append(out, s)
-	}
-	return out
-}
-
-// value sums the samples of name whose labels include want.
-func value(samples []sample, name string, want map[string]string) (float64, bool) {
-	var sum float64
-	found := false
-next:
-	for _, s := range samples {
-		if s.name != name {
-			continue
-		}
-		for k, v := range want {
-			if s.labels[k] != v {
-				continue next
-			}
-		}
-		sum += s.value
-		found = true
-	}
-	return sum, found
-}
-
 func TestPrometheusMetricsAfterAKnownFlow(t *testing.T) {
 	for _, k := range []string{"OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SDK_DISABLED"} {
 		t.Setenv(k, "")
@@ -626,7 +573,7 @@ func TestPrometheusMetricsAfterAKnownFlow(t *testing.T) {
 	h.setSecret(p.Tool(t, "acme", twoQuestionTool("order", h.URL)))
 	bad.setSecret(p.Tool(t, "acme", echoTool("echo", bad.URL)))
 	unregister, err := p.Server.Telemetry().ReportKeyRings(func(_ context.Context, report func(telemetry.KeyRing)) {
-		report(telemetry.KeyRing{Tenant: "acme", MinterAge: 2 * time.Hour, Phase: telemetry.PhaseAdded, Keys: 2})
+		report(telemetry.KeyRing{Tenant: "acme", MinterAge: 2 * time.Hour, Phase: telemetry.PhaseStaged, Keys: 2})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -645,10 +592,10 @@ func TestPrometheusMetricsAfterAKnownFlow(t *testing.T) {
 	p.MCP(t, "ghost", "tools/list", nil)                                                                                   // unknown tenant
 	time.Sleep(50 * time.Millisecond)                                                                                      // the last span and metric are recorded after the answer
 
-	m := scrape(t, p.URL, metricsToken)
+	m := platformtest.Scrape(t, p.URL, metricsToken)
 	expect := func(name string, labels map[string]string, want float64) {
 		t.Helper()
-		got, ok := value(m, name, labels)
+		got, ok := m.Value(name, labels)
 		if !ok || got != want {
 			t.Errorf("%s%v = %v (present %v), want %v", name, labels, got, ok, want)
 		}
@@ -665,12 +612,12 @@ func TestPrometheusMetricsAfterAKnownFlow(t *testing.T) {
 	expect("mcp_server_operation_duration_seconds_count", acme("mcp_method_name", "tools/call", "error_type", "tool_error"), 1)
 	expect("mcp_server_operation_duration_seconds_count", acme("mcp_method_name", "tools/call", "error_type", "-32602", "rpc_response_status_code", "-32602"), 1)
 	for _, le := range []string{"0.01", "0.02", "0.05", "0.1", "0.2", "0.5", "1", "2", "5", "10", "30", "60", "120", "300", "+Inf"} {
-		if _, ok := value(m, "mcp_server_operation_duration_seconds_bucket", map[string]string{"le": le}); !ok {
+		if _, ok := m.Value("mcp_server_operation_duration_seconds_bucket", map[string]string{"le": le}); !ok {
 			t.Errorf("no bucket le=%s", le)
 		}
 	}
 	for _, s := range m {
-		if s.labels["opsmcp_tenant"] == "ghost" {
+		if s.Labels["opsmcp_tenant"] == "ghost" {
 			t.Fatal("an unknown tenant became a label")
 		}
 	}
@@ -691,7 +638,7 @@ func TestPrometheusMetricsAfterAKnownFlow(t *testing.T) {
 	expect("opsmcp_keys_ring_age_seconds", acme(), 7200)
 	expect("opsmcp_keys_rotation_phase", acme(), 1)
 	expect("opsmcp_keys_ring_keys", acme(), 2)
-	if _, ok := value(m, "target_info", map[string]string{"service_name": "opsmcp-platform", "service_version": "test"}); !ok {
+	if _, ok := m.Value("target_info", map[string]string{"service_name": "opsmcp-platform", "service_version": "test"}); !ok {
 		t.Error("no target_info with the service's name and version")
 	}
 }
@@ -725,5 +672,59 @@ func TestAStoppingReplicaFlushesWhatItTraced(t *testing.T) {
 	}
 	if !slices.Contains(rc.metricNames, telemetry.MetricOperationDuration) {
 		t.Fatalf("metrics flushed at stop: %v", rc.metricNames)
+	}
+}
+
+// TestTheIssuerDiscoveryAndJWKSFetchAreSpansUnderTheRequest: the first
+// bearer token of an issuer makes the platform fetch the issuer's
+// discovery document and key set while the request waits; both are
+// CLIENT spans under the request's span (recorded before it started,
+// replayed under it), with the OP's address and no URL path.
+func TestTheIssuerDiscoveryAndJWKSFetchAreSpansUnderTheRequest(t *testing.T) {
+	rec, with := traced(t)
+	op := oidctest.Start(t)
+	p := platformtest.Start(t, platformtest.SQLiteURL(t), with)
+	authTenant(t, p, "acme", op, oidctest.ClientA, false)
+	h := newHook(t, answersHook)
+	h.setSecret(p.Tool(t, "acme", echoTool("echo", h.URL)))
+	token := op.UserToken(t, oidctest.ClientA, op.UserName(1))
+	platformtest.Result(t, bearerCall(t, p, "acme", token, obj{"name": "echo", "arguments": obj{"msg": "x"}, "_meta": platformtest.Meta(allCaps)}))
+	server := waitSpans(t, rec, 1, serverSpans)[0]
+	u, err := url.Parse(op.Issuer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toOP := func(s sdktrace.ReadOnlySpan) bool {
+		a := attrs(s)
+		return s.SpanKind() == trace.SpanKindClient && a["server.address"].AsString() == u.Hostname() && strconv.FormatInt(a["server.port"].AsInt64(), 10) == u.Port()
+	}
+	var fetches []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if toOP(s) {
+			fetches = append(fetches, s)
+		}
+	}
+	if len(fetches) < 2 { // discovery, then the key set
+		t.Fatalf("%d spans to the OP, want the discovery and the JWKS fetch", len(fetches))
+	}
+	for _, s := range fetches {
+		if s.Parent().SpanID() != server.SpanContext().SpanID() || s.SpanContext().TraceID() != server.SpanContext().TraceID() {
+			t.Fatalf("span %q is not a child of the request span", s.Name())
+		}
+		wantAttrs(t, s, map[attribute.Key]any{"http.request.method": "GET", "http.response.status_code": 200})
+		for _, kv := range s.Attributes() {
+			if strings.Contains(kv.Value.Emit(), "/") {
+				t.Fatalf("a URL path is recorded: %v", kv)
+			}
+		}
+	}
+	// The second request finds the issuer cached: no fetch.
+	n := len(rec.Ended())
+	platformtest.Result(t, bearerCall(t, p, "acme", token, obj{"name": "echo", "arguments": obj{"msg": "y"}, "_meta": platformtest.Meta(allCaps)}))
+	waitSpans(t, rec, 2, serverSpans)
+	for _, s := range rec.Ended()[n:] {
+		if toOP(s) {
+			t.Fatalf("a cached issuer was fetched again: %q", s.Name())
+		}
 	}
 }
