@@ -41,11 +41,11 @@ type call struct {
 	// span (set by the observation; copying the request for it would
 	// cost an allocation of the whole request on every call).
 	context context.Context
-	snap   *snapshot
-	id     json.RawMessage
-	method string
-	p      params
-	caps   mrtr.ClientCapabilities
+	snap    *snapshot
+	id      json.RawMessage
+	method  string
+	p       params
+	caps    mrtr.ClientCapabilities
 	// rawCaps is the client's capabilities exactly as sent.
 	rawCaps json.RawMessage
 	// progressToken and logLevel decide whether the answer streams.
