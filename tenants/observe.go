@@ -227,11 +227,13 @@ func (o *observation) begin(c *call) {
 	}
 	// The attributes are all set once, at the end: the SDK then sizes
 	// its attribute storage once instead of copying and growing it.
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(o.start)}
-	if len(links) > 0 {
-		opts = append(opts, trace.WithLinks(links...))
+	var ctx context.Context
+	var span trace.Span
+	if len(links) == 0 {
+		ctx, span = o.tel.Tracer().Start(parent, o.spanName(), serverKind, trace.WithTimestamp(o.start))
+	} else {
+		ctx, span = o.tel.Tracer().Start(parent, o.spanName(), serverKind, trace.WithTimestamp(o.start), trace.WithLinks(links...))
 	}
-	ctx, span := o.tel.Tracer().Start(parent, o.spanName(), opts...)
 	o.span, o.ctx = span, ctx
 	if c != nil {
 		c.context = ctx
@@ -247,13 +249,24 @@ func (o *observation) spanName() string {
 	if c == nil || c.name == "" || o.snap == nil {
 		return method
 	}
-	switch {
-	case c.method == mrtr.MethodToolsCall && o.snap.tools[c.name] != nil,
-		c.method == mrtr.MethodPromptsGet && o.snap.prompts[c.name] != nil:
-		return method + " " + c.name
+	switch c.method {
+	case mrtr.MethodToolsCall:
+		if e := o.snap.tools[c.name]; e != nil {
+			return e.spanName
+		}
+	case mrtr.MethodPromptsGet:
+		if e := o.snap.prompts[c.name]; e != nil {
+			return e.spanName
+		}
 	}
 	return method
 }
+
+// Span kinds as start options, made once.
+var (
+	serverKind = trace.WithSpanKind(trace.SpanKindServer)
+	clientKind = trace.WithSpanKind(trace.SpanKindClient)
+)
 
 // attrPool recycles the attribute slices handed to the SDK, which copies
 // them.

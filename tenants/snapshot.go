@@ -48,6 +48,8 @@ type toolEntry struct {
 	headers map[string]headerParam
 	// declared are the inputs gathered before the webhook is called.
 	declared *mrtr.Inputs
+	// spanName names the tool's request spans, built once.
+	spanName string
 }
 
 type headerParam struct {
@@ -60,6 +62,7 @@ type promptEntry struct {
 	def      catalogue.Prompt
 	secret   string
 	declared *mrtr.Inputs
+	spanName string
 }
 
 type resourceEntry struct {
@@ -120,6 +123,7 @@ func buildSnapshot(c *store.Catalogue) (*snapshot, []error) {
 				continue
 			}
 			e.schema, e.headers = sch, headerParams(e.def.InputSchema)
+			e.spanName = mrtr.MethodToolsCall + " " + e.def.Name
 			s.tools[e.def.Name] = e
 			s.toolList = append(s.toolList, mustJSON(toolListing(&e.def)))
 		case catalogue.KindPrompt:
@@ -133,6 +137,7 @@ func buildSnapshot(c *store.Catalogue) (*snapshot, []error) {
 				errs = append(errs, fmt.Errorf("prompt %q: inputs: %w", it.Name, err))
 				continue
 			}
+			e.spanName = mrtr.MethodPromptsGet + " " + e.def.Name
 			s.prompts[e.def.Name] = e
 			s.promptLst = append(s.promptLst, mustJSON(promptListing(&e.def)))
 		case catalogue.KindResource:

@@ -175,3 +175,45 @@ func BenchmarkTelemetryOverheadPaired(b *testing.B) {
 		b.Fatal("nothing reached the OTLP sink")
 	}
 }
+
+// BenchmarkTelemetryThroughput is the round of BenchmarkToolsCallRound-
+// Telemetry under load: eight clients at once keep both cores busy, so
+// background work (export, collection) competes with serving and the
+// figure is what the machine can serve. It reports rounds per second;
+// compare telemetry=off and telemetry=on from interleaved runs.
+func BenchmarkTelemetryThroughput(b *testing.B) {
+	for _, mode := range []string{"off", "on"} {
+		b.Run("telemetry="+mode, func(b *testing.B) {
+			tel := telemetry.Disabled()
+			if mode == "on" {
+				sink, _ := otlpSink(b)
+				env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": sink.URL, "OTEL_METRICS_EXPORTER": "otlp"}
+				var err error
+				if tel, err = telemetry.Setup(context.Background(), telemetry.Config{Version: "bench", Prometheus: true,
+					Getenv: func(k string) string { return env[k] }}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			hook := benchHook(b)
+			p := platformtest.Start(b, platformtest.SQLiteURL(b), platformtest.WithServer(server.WithTelemetry(tel)))
+			p.Tenant(b, "acme")
+			p.Tool(b, "acme", echoTool("tool0007", hook.URL))
+			body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"tool0007","arguments":{"msg":"hi"},` + validMeta + `}}`)
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+			url := p.URL + "/t/acme/mcp"
+			post(b, client, url, "tool0007", body)
+			b.SetParallelism(4)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					post(b, client, url, "tool0007", body)
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rounds/s")
+			if err := tel.Shutdown(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}

@@ -127,7 +127,7 @@ func (c *webhookClient) deliver(ctx context.Context, tenant, url, secret string,
 	start := time.Now()
 	var span trace.Span
 	if c.tel.Tracing() {
-		ctx, span = c.tel.Tracer().Start(ctx, c.spanName(req.Kind, req.Name), trace.WithSpanKind(trace.SpanKindClient))
+		ctx, span = c.tel.Tracer().Start(ctx, c.spanName(req.Kind, req.Name), clientKind)
 	} else {
 		span = trace.SpanFromContext(ctx) // the caller's context, if any, still reaches the backend
 	}
@@ -232,9 +232,10 @@ func (c *webhookClient) post(ctx context.Context, url, secret string, timeout ti
 	hreq.Header.Set(webhook.SignatureHeader, webhook.Sign(secret, c.now(), body))
 	hreq.Header.Set(webhook.DeliveryHeader, req.Flow.ID+"/"+fmt.Sprint(req.Flow.Round))
 	if req.Trace != nil && req.Trace.Traceparent != "" {
-		hreq.Header.Set("traceparent", req.Trace.Traceparent)
+		// Canonical keys set directly: no per-request canonicalisation.
+		hreq.Header["Traceparent"] = []string{req.Trace.Traceparent}
 		if req.Trace.Tracestate != "" {
-			hreq.Header.Set("tracestate", req.Trace.Tracestate)
+			hreq.Header["Tracestate"] = []string{req.Trace.Tracestate}
 		}
 	}
 	resp, err := c.http.Do(hreq)
