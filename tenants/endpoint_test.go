@@ -28,6 +28,7 @@ type hook struct {
 	secret   string
 	answer   func(w http.ResponseWriter, req *webhook.Request)
 	requests []*webhook.Request
+	header   http.Header // of the last delivery
 	badSigs  int
 }
 
@@ -52,6 +53,7 @@ func newHook(t *testing.T, answer func(w http.ResponseWriter, req *webhook.Reque
 		}
 		h.mu.Lock()
 		h.requests = append(h.requests, &req)
+		h.header = r.Header.Clone()
 		h.mu.Unlock()
 		h.answer(w, &req)
 	}))
@@ -63,6 +65,12 @@ func (h *hook) setSecret(s string) {
 	h.mu.Lock()
 	h.secret = s
 	h.mu.Unlock()
+}
+
+func (h *hook) lastHeader() http.Header {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.header
 }
 
 func (h *hook) last() *webhook.Request {

@@ -121,7 +121,8 @@ func BenchmarkTelemetryOverheadPaired(b *testing.B) {
 	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": sink.URL, "OTEL_METRICS_EXPORTER": "otlp"}
 	prom := true
 	// BENCH_TELEMETRY narrows the on side, to find where the cost is:
-	// traces, metrics, prometheus, or spans (recorded, never exported).
+	// traces, metrics, prometheus, spans (recorded, never exported) or
+	// unsampled (trace context made and propagated, no span recorded).
 	switch os.Getenv("BENCH_TELEMETRY") {
 	case "traces":
 		env["OTEL_METRICS_EXPORTER"], prom = "none", false
@@ -131,8 +132,11 @@ func BenchmarkTelemetryOverheadPaired(b *testing.B) {
 		env["OTEL_TRACES_EXPORTER"], env["OTEL_METRICS_EXPORTER"] = "none", "none"
 	}
 	cfg := telemetry.Config{Version: "bench", Prometheus: prom, Getenv: func(k string) string { return env[k] }}
-	if os.Getenv("BENCH_TELEMETRY") == "spans" { // recorded, never exported
+	switch os.Getenv("BENCH_TELEMETRY") {
+	case "spans": // recorded, never exported
 		cfg = telemetry.Config{TracerProvider: sdktrace.NewTracerProvider(), Getenv: func(string) string { return "" }}
+	case "unsampled": // span contexts made and propagated, nothing recorded
+		cfg = telemetry.Config{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample())), Getenv: func(string) string { return "" }}
 	}
 	on, err := telemetry.Setup(context.Background(), cfg)
 	if err != nil {

@@ -265,6 +265,15 @@ func TestAFlowAcrossReplicasIsThreeLinkedRoundSpansAndOneFlowSpan(t *testing.T) 
 	if got == nil || got.Traceparent != telemetry.Traceparent(wh.SpanContext()) {
 		t.Fatalf("backend got trace %+v, span is %s", got, telemetry.Traceparent(wh.SpanContext()))
 	}
+	hdr := h.lastHeader()
+	if hdr.Get("Traceparent") != got.Traceparent {
+		t.Fatalf("traceparent header %q, delivery trace %q", hdr.Get("Traceparent"), got.Traceparent)
+	}
+	// Deliveries ask for no compression (small local answers; the
+	// response limit counts bytes as sent).
+	if v, ok := hdr["Accept-Encoding"]; ok {
+		t.Fatalf("a delivery asked for Accept-Encoding %q", v)
+	}
 }
 
 func TestARejectedStateIsASpanEventAndALogLineWithTheTrace(t *testing.T) {

@@ -100,6 +100,10 @@ func newWebhookClient(allowPrivate bool, maxResponse int64) *webhookClient {
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   5 * time.Second,
 		ResponseHeaderTimeout: 0, // bounded by the per-tool deadline
+		// No Accept-Encoding: gzip. Answers are small JSON from backends
+		// near the platform; compressing them costs both sides CPU for
+		// little, and the response limit then counts bytes as sent.
+		DisableCompression: true,
 	}
 	return &webhookClient{
 		http: &http.Client{
