@@ -121,8 +121,9 @@ func BenchmarkTelemetryOverheadPaired(b *testing.B) {
 	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": sink.URL, "OTEL_METRICS_EXPORTER": "otlp"}
 	prom := true
 	// BENCH_TELEMETRY narrows the on side, to find where the cost is:
-	// traces, metrics, prometheus, spans (recorded, never exported) or
-	// unsampled (trace context made and propagated, no span recorded).
+	// traces, metrics, prometheus, spans (recorded, never exported),
+	// unsampled (trace context made and propagated, no span recorded) or
+	// off (both sides off: the pairing's own bias).
 	switch os.Getenv("BENCH_TELEMETRY") {
 	case "traces":
 		env["OTEL_METRICS_EXPORTER"], prom = "none", false
@@ -135,6 +136,8 @@ func BenchmarkTelemetryOverheadPaired(b *testing.B) {
 	switch os.Getenv("BENCH_TELEMETRY") {
 	case "spans": // recorded, never exported
 		cfg = telemetry.Config{TracerProvider: sdktrace.NewTracerProvider(), Getenv: func(string) string { return "" }}
+	case "off": // both sides off: what the pairing itself contributes
+		cfg = telemetry.Config{Getenv: func(k string) string { return map[string]string{"OTEL_SDK_DISABLED": "true"}[k] }}
 	case "unsampled": // span contexts made and propagated, nothing recorded
 		cfg = telemetry.Config{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample())), Getenv: func(string) string { return "" }}
 	}
