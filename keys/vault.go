@@ -139,8 +139,11 @@ func newVaultConn(o VaultOptions, log *slog.Logger) (*vaultConn, error) {
 	cfg.Address = o.Address
 	// Calls made while serving a request (Transit seal and open, a
 	// ring's first load) are CLIENT spans under it; background refreshes
-	// are not traced.
-	cfg.HttpClient.Transport = telemetry.Transport(cfg.HttpClient.Transport)
+	// are not traced. Not over a unix socket (a local Vault Agent): the
+	// Vault client dials one only through a bare *http.Transport.
+	if !strings.HasPrefix(cfg.Address, "unix://") && !strings.HasPrefix(cfg.AgentAddress, "unix://") {
+		cfg.HttpClient.Transport = telemetry.Transport(cfg.HttpClient.Transport)
+	}
 	cfg.Timeout = o.Timeout
 	// No client-side retries: a CAS write retried after a lost answer
 	// would report a conflict for our own write, and the refresh and

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	vault "github.com/hashicorp/vault/api"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -609,10 +610,27 @@ func TestVaultCallsMadeForARequestAreSpansUnderIt(t *testing.T) {
 	}
 
 	// The refresh loop re-reads the ring every 100 ms, outside any
-	// request: none of it is traced.
+	// request: none of it is traced, even with a recording global
+	// provider.
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	defer otel.SetTracerProvider(prev)
 	n := len(rec.Ended())
 	time.Sleep(350 * time.Millisecond)
 	if extra := len(rec.Ended()) - n; extra != 0 {
 		t.Fatalf("%d background Vault calls traced", extra)
 	}
+}
+
+// TestVaultOverAUnixSocketIsAccepted: a Vault (Agent) address on a unix
+// socket builds a manager; the client's socket dialling is not wrapped
+// away by tracing.
+func TestVaultOverAUnixSocketIsAccepted(t *testing.T) {
+	st := openStore(t, platformtest.SQLiteURL(t))
+	m, err := keys.New(keys.Options{Provider: keys.ProviderVault, Store: st, Logger: testLogger(t),
+		Vault: keys.VaultOptions{Address: "unix://" + t.TempDir() + "/agent.sock", Auth: keys.AuthToken, Token: "t"}})
+	if err != nil {
+		t.Fatalf("unix socket address refused: %v", err)
+	}
+	m.Close()
 }

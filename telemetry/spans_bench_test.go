@@ -31,7 +31,9 @@ func BenchmarkRoundSpans(b *testing.B) {
 		AttrServerPort.Int(8080), AttrHTTPStatus.Int(200)}
 	for _, mode := range []string{"recorded", "exported"} {
 		b.Run("spans="+mode, func(b *testing.B) {
-			tracer := sdktrace.NewTracerProvider().Tracer(ScopeName)
+			tp := sdktrace.NewTracerProvider()
+			defer tp.Shutdown(context.Background())
+			tracer := tp.Tracer(ScopeName)
 			if mode == "exported" {
 				env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": sink.URL, "OTEL_METRICS_EXPORTER": "none"}
 				tel, err := Setup(context.Background(), Config{Version: "bench", Getenv: func(k string) string { return env[k] }})

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -238,7 +239,10 @@ func TestTransportTracesAndPropagates(t *testing.T) {
 	}
 
 	// Outside any request (a background refresh) nothing is traced and
-	// no trace context is sent.
+	// no trace context is sent, even with a recording global provider.
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	defer otel.SetTracerProvider(prev)
 	n := len(rec.Ended())
 	seen = "unset"
 	req, _ = http.NewRequest(http.MethodGet, srv.URL, nil)

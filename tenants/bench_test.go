@@ -26,21 +26,34 @@ func benchHook(b *testing.B) *httptest.Server {
 }
 
 func post(b *testing.B, client *http.Client, url, name string, body []byte) map[string]any {
-	req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
+	m, err := tryPost(client, url, name, body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
+// tryPost is one tools/call round over HTTP; an error unless it answers
+// 200 with a JSON body. Safe off the benchmark's goroutine.
+func tryPost(client *http.Client, url, name string, body []byte) (map[string]any, error) {
+	req, err := http.NewRequest("POST", url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
 	req.Header.Set("Mcp-Method", "tools/call")
 	req.Header.Set("Mcp-Name", name)
 	resp, err := client.Do(req)
 	if err != nil {
-		b.Fatal(err)
+		return nil, err
 	}
 	defer resp.Body.Close()
 	var m map[string]any
 	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || resp.StatusCode != 200 {
-		b.Fatalf("HTTP %d %v", resp.StatusCode, err)
+		return nil, fmt.Errorf("HTTP %d %v", resp.StatusCode, err)
 	}
-	return m
+	return m, nil
 }
 
 // BenchmarkToolsCallRound is one tools/call round through the full HTTP

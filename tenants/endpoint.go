@@ -37,15 +37,15 @@ type params struct {
 type call struct {
 	w http.ResponseWriter
 	r *http.Request
-	// context is the request's context once it carries the request's
-	// span (set by the observation; copying the request for it would
-	// cost an allocation of the whole request on every call).
-	context context.Context
-	snap    *snapshot
-	id      json.RawMessage
-	method  string
-	p       params
-	caps    mrtr.ClientCapabilities
+	// reqCtx is the request's context, carrying the request's span once
+	// the observation has started it (kept here: copying the request
+	// for it would cost an allocation of the whole request every call).
+	reqCtx context.Context
+	snap   *snapshot
+	id     json.RawMessage
+	method string
+	p      params
+	caps   mrtr.ClientCapabilities
 	// rawCaps is the client's capabilities exactly as sent.
 	rawCaps json.RawMessage
 	// progressToken and logLevel decide whether the answer streams.
@@ -110,7 +110,7 @@ func (reg *Registry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return // the client went away
 	}
-	c := &call{w: w, r: r, context: ctx, snap: snap, principal: principal}
+	c := &call{w: w, r: r, reqCtx: ctx, snap: snap, principal: principal}
 	if e := c.parse(body); e != nil {
 		writeError(w, c.id, e)
 		return
@@ -464,8 +464,8 @@ func (reg *Registry) newServerInfo(s *snapshot) map[string]any {
 
 // ctx returns the request's context.
 func (c *call) ctx() context.Context {
-	if c.context != nil {
-		return c.context
+	if c.reqCtx != nil {
+		return c.reqCtx
 	}
 	return c.r.Context()
 }

@@ -193,9 +193,10 @@ func (m metaCarrier) Keys() []string {
 
 // begin starts the request's SERVER span. Its parent is the trace
 // context in params._meta when there is one (with a link to the HTTP
-// headers' context when that differs), else the HTTP headers'. It
-// replaces c.r by a request whose context carries the span, and replays
-// the work recorded before it.
+// headers' context when that differs), else the HTTP headers'. It makes
+// the span's context the call's (c.ctx()) and the observation's, and
+// replays the work recorded before it. Metrics recorded afterwards carry
+// that context too, so exemplars (when enabled) point at this span.
 func (o *observation) begin(c *call) {
 	if o == nil || o.span != nil {
 		return
@@ -221,7 +222,7 @@ func (o *observation) begin(c *call) {
 		// No spans, but the caller's context still reaches the webhook.
 		o.span = trace.SpanFromContext(parent)
 		if c != nil && o.span.SpanContext().IsValid() {
-			c.context = parent
+			c.reqCtx = parent
 		}
 		return
 	}
@@ -236,7 +237,7 @@ func (o *observation) begin(c *call) {
 	}
 	o.span, o.ctx = span, ctx
 	if c != nil {
-		c.context = ctx
+		c.reqCtx = ctx
 	}
 	o.pending.Replay(ctx)
 }

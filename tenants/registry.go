@@ -68,7 +68,7 @@ type Registry struct {
 	revoked map[string]map[string]bool // tenant id -> cancelled flow ids
 	cache   map[string]*snapshot
 	missing map[string]bool   // slugs known not to exist, until the next poll
-	slugs   map[string]string // tenant id -> slug, as of the last poll
+	slugs   map[string]string // tenant id -> slug, as of the last poll or load
 	loading sync.Mutex
 
 	stop     context.CancelFunc
@@ -184,6 +184,10 @@ func (r *Registry) load(ctx context.Context, slug string) (*snapshot, error) {
 	old := r.cache[slug]
 	r.cache[slug] = s
 	delete(r.missing, slug)
+	if r.slugs == nil {
+		r.slugs = map[string]string{}
+	}
+	r.slugs[s.tenantID] = slug
 	r.mu.Unlock()
 	if old != nil && old.version != s.version {
 		r.hub.publish(slug, changes(old, s))
@@ -191,21 +195,14 @@ func (r *Registry) load(ctx context.Context, slug string) (*snapshot, error) {
 	return s, nil
 }
 
-// Slug returns the slug of the tenant with id tenantID, from what the
-// registry already holds (no database read): metric collection maps the
+// Slug returns the slug of the tenant with id tenantID as of the last
+// catalogue poll or load (no database read): metric collection maps the
 // key rings' tenant ids through it.
 func (r *Registry) Slug(tenantID string) (string, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if slug, ok := r.slugs[tenantID]; ok {
-		return slug, true
-	}
-	for slug, s := range r.cache { // before the first poll
-		if s.tenantID == tenantID {
-			return slug, true
-		}
-	}
-	return "", false
+	slug, ok := r.slugs[tenantID]
+	return slug, ok
 }
 
 // Invalidate reloads a tenant now; the admin API calls it after a change
