@@ -228,13 +228,12 @@ func (o *observation) begin(c *call) {
 	}
 	// The attributes are all set once, at the end: the SDK then sizes
 	// its attribute storage once instead of copying and growing it.
-	var ctx context.Context
-	var span trace.Span
-	if len(links) == 0 {
-		ctx, span = o.tel.Tracer().Start(parent, o.spanName(), serverKind, trace.WithTimestamp(o.start))
-	} else {
-		ctx, span = o.tel.Tracer().Start(parent, o.spanName(), serverKind, trace.WithTimestamp(o.start), trace.WithLinks(links...))
+	opts := make([]trace.SpanStartOption, 2, 3)
+	opts[0], opts[1] = serverKind, trace.WithTimestamp(o.start)
+	if len(links) > 0 {
+		opts = append(opts, trace.WithLinks(links...))
 	}
+	ctx, span := o.tel.Tracer().Start(parent, o.spanName(), opts...)
 	o.span, o.ctx = span, ctx
 	if c != nil {
 		c.reqCtx = ctx

@@ -40,6 +40,18 @@ func otlpSink(b *testing.B) (*httptest.Server, *atomic.Int64) {
 	return s, &exports
 }
 
+// roundBody is the tools/call every telemetry benchmark repeats.
+var roundBody = []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"tool0007","arguments":{"msg":"hi"},` + validMeta + `}}`)
+
+// roundPlatform starts a platform with tel, a tenant and the tool of
+// roundBody answered by hook, and returns the tenant's MCP endpoint.
+func roundPlatform(b *testing.B, tel *telemetry.Telemetry, hook string) string {
+	p := platformtest.Start(b, platformtest.SQLiteURL(b), platformtest.WithServer(server.WithTelemetry(tel)))
+	p.Tenant(b, "acme")
+	p.Tool(b, "acme", echoTool("tool0007", hook))
+	return p.URL + "/t/acme/mcp"
+}
+
 // BenchmarkToolsCallRoundTelemetry is BenchmarkToolsCallRound with
 // telemetry off and on: on is every span (server, webhook client) through
 // the batch processor and the real OTLP/HTTP exporter to a local sink,
@@ -78,13 +90,8 @@ func BenchmarkToolsCallRoundTelemetry(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			hook := benchHook(b)
-			p := platformtest.Start(b, platformtest.SQLiteURL(b), platformtest.WithServer(server.WithTelemetry(tel)))
-			p.Tenant(b, "acme")
-			p.Tool(b, "acme", echoTool("tool0007", hook.URL))
-			body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"tool0007","arguments":{"msg":"hi"},` + validMeta + `}}`)
+			url, body := roundPlatform(b, tel, benchHook(b).URL), roundBody
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
-			url := p.URL + "/t/acme/mcp"
 			post(b, client, url, "tool0007", body) // warm the catalogue cache
 			b.ReportAllocs()
 			cpu0 := cpuTime()
@@ -145,15 +152,8 @@ func BenchmarkTelemetryOverheadPaired(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	hook := benchHook(b)
-	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"tool0007","arguments":{"msg":"hi"},` + validMeta + `}}`)
-	start := func(tel *telemetry.Telemetry) string {
-		p := platformtest.Start(b, platformtest.SQLiteURL(b), platformtest.WithServer(server.WithTelemetry(tel)))
-		p.Tenant(b, "acme")
-		p.Tool(b, "acme", echoTool("tool0007", hook.URL))
-		return p.URL + "/t/acme/mcp"
-	}
-	urls := [2]string{start(telemetry.Disabled()), start(on)}
+	hook, body := benchHook(b).URL, roundBody
+	urls := [2]string{roundPlatform(b, telemetry.Disabled(), hook), roundPlatform(b, on, hook)}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	for _, u := range urls {
 		for i := 0; i < 200; i++ {
@@ -202,13 +202,8 @@ func BenchmarkTelemetryThroughput(b *testing.B) {
 				}
 				b.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
 			}
-			hook := benchHook(b)
-			p := platformtest.Start(b, platformtest.SQLiteURL(b), platformtest.WithServer(server.WithTelemetry(tel)))
-			p.Tenant(b, "acme")
-			p.Tool(b, "acme", echoTool("tool0007", hook.URL))
-			body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"tool0007","arguments":{"msg":"hi"},` + validMeta + `}}`)
+			url, body := roundPlatform(b, tel, benchHook(b).URL), roundBody
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
-			url := p.URL + "/t/acme/mcp"
 			post(b, client, url, "tool0007", body)
 			b.SetParallelism(4)
 			b.ResetTimer()
