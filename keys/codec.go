@@ -129,28 +129,38 @@ func (c *tenantCodec) Unseal(ctx context.Context, token string) ([]byte, string,
 	if err == nil || !errors.As(err, &rej) || rej.Reason != mrtr.ReasonUnknownKey {
 		return pt, id, err
 	}
-	now := time.Now().UnixNano()
-	last := c.e.lastForced.Load()
-	if now-last < int64(forcedRefreshEvery) || !c.e.lastForced.CompareAndSwap(last, now) {
-		// Another round refreshed just now; use what it found.
-		if s := c.e.snap.Load(); s != nil && s != c.snap && s.codec != nil {
-			return s.codec.Unseal(ctx, token)
-		}
+	c.refreshForUnknownKey(ctx)
+	s := c.e.snap.Load()
+	if s == nil || s == c.snap || s.codec == nil {
 		return pt, id, err
 	}
-	c.m.refresh(ctx, c.e)
-	if s := c.e.snap.Load(); s != nil && s != c.snap && s.codec != nil {
-		pt2, id2, err2 := s.codec.Unseal(ctx, token)
-		if err2 == nil {
-			// The ring moved on before this replica's refresh saw it.
-			// Expected after an emergency revocation; after a scheduled
-			// promotion it means the propagation margin was too short.
-			c.m.rescued.Add(1)
-			c.m.log.Info("token under a key this replica had not loaded yet: ring refreshed", "tenant", c.e.tenant, "key", id2)
-		}
-		return pt2, id2, err2
+	pt2, id2, err2 := s.codec.Unseal(ctx, token)
+	if err2 == nil {
+		// The ring moved on before this replica's refresh saw it.
+		// Expected after an emergency revocation; after a scheduled
+		// promotion it means the propagation margin was too short.
+		c.m.rescued.Add(1)
+		c.m.log.Info("token under a key this replica had not loaded yet: ring refreshed", "tenant", c.e.tenant, "key", id2)
 	}
-	return pt, id, err
+	return pt2, id2, err2
+}
+
+// refreshForUnknownKey re-reads the ring at most once per
+// forcedRefreshEvery. A round that comes while such a refresh is running
+// waits for it: answering from the ring it is about to replace would
+// reject every round that arrived during the read.
+func (c *tenantCodec) refreshForUnknownKey(ctx context.Context) {
+	now := time.Now().UnixNano()
+	last := c.e.lastForced.Load()
+	if now-last >= int64(forcedRefreshEvery) && c.e.lastForced.CompareAndSwap(last, now) {
+		_ = c.m.refresh(ctx, c.e)
+		return
+	}
+	// The refresh holds e.load while it reads; its own timeout bounds
+	// the wait.
+	c.e.load.Lock()
+	//lint:ignore SA2001 an empty critical section: waiting for the holder is the point
+	c.e.load.Unlock()
 }
 
 // KeyIDs returns the ids of the snapshot's keys, minter first.

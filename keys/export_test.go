@@ -1,8 +1,80 @@
 package keys
 
-import "context"
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+)
 
 // RefreshForTest re-checks one tenant's ring now.
 func RefreshForTest(m *Manager, tenantID string) error {
 	return m.refresh(context.Background(), m.entry(tenantID))
+}
+
+// RefreshAllForTest runs one pass of the refresh loop now, health
+// bookkeeping included.
+func RefreshAllForTest(m *Manager) { m.refreshAll(context.Background()) }
+
+// Backend is a handle on a manager's key store that a test can slow
+// down or take down, to stand in for a key store that cannot be made
+// slow on demand (the local provider's database answers at once).
+type Backend struct {
+	delay atomic.Int64
+	down  atomic.Bool
+}
+
+// Slow makes every call wait d first.
+func (b *Backend) Slow(d time.Duration) { b.delay.Store(int64(d)) }
+
+// Down makes every call fail (true) or pass through (false).
+func (b *Backend) Down(down bool) { b.down.Store(down) }
+
+// ControlBackendForTest wraps the manager's key store before Start.
+func ControlBackendForTest(m *Manager) *Backend {
+	c := &controlledBackend{backend: m.be}
+	m.be = c
+	return &c.ctl
+}
+
+type controlledBackend struct {
+	backend
+	ctl Backend
+}
+
+var errTestDown = errors.New("test: key store down")
+
+func (b *controlledBackend) gate(ctx context.Context) error {
+	if d := time.Duration(b.ctl.delay.Load()); d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if b.ctl.down.Load() {
+		return errTestDown
+	}
+	return nil
+}
+
+func (b *controlledBackend) load(ctx context.Context, tenantID string) ([]byte, int64, error) {
+	if err := b.gate(ctx); err != nil {
+		return nil, 0, err
+	}
+	return b.backend.load(ctx, tenantID)
+}
+
+func (b *controlledBackend) version(ctx context.Context, tenantID string) (int64, error) {
+	if err := b.gate(ctx); err != nil {
+		return 0, err
+	}
+	return b.backend.version(ctx, tenantID)
+}
+
+func (b *controlledBackend) save(ctx context.Context, tenantID string, rec []byte, cas int64) (int64, error) {
+	if err := b.gate(ctx); err != nil {
+		return 0, err
+	}
+	return b.backend.save(ctx, tenantID, rec, cas)
 }

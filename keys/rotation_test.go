@@ -428,14 +428,18 @@ func TestVaultStoppedMidRotationFailsNoRound(t *testing.T) {
 	f.v.Restart(t)
 	back := time.Now()
 
-	// Rotation resumes and completes; the promotion waited for Vault.
+	// Rotation resumes and completes; the promotion waited for Vault,
+	// and then a propagation margin (Refresh 100ms + ClockSkew 1s) for
+	// the replicas that missed the staging. The slack covers the few
+	// milliseconds between Vault answering again and Restart returning.
 	var done *keys.View
 	waitFor(t, 30*time.Second, func() bool {
 		done = f.ring(t, f.ps[1])
 		return done.Phase == keys.PhaseSteady && done.Keys[0].ID != k1
 	})
-	if p := done.Keys[0].Promoted; p.Before(back.Add(-time.Second)) {
-		t.Fatalf("promoted at %s, while Vault was down (back at %s)", p, back)
+	const margin = 1100 * time.Millisecond
+	if p := done.Keys[0].Promoted; p.Before(back.Add(margin - 250*time.Millisecond)) {
+		t.Fatalf("promoted at %s, %s after Vault came back at %s: sooner than the propagation margin", p, p.Sub(back), back)
 	}
 	time.Sleep(500 * time.Millisecond)
 	d.halt(t)

@@ -34,10 +34,15 @@ func (m *Manager) scheduleLoop() {
 // rings (unless auto-creation is off), advances every phase that is due,
 // and re-applies Transit floors a failed write left behind. While the
 // key store is unreachable it does nothing: rotation pauses, and resumes
-// on the first pass after the store answers again.
+// one propagation margin after the store answers again, so replicas that
+// missed a phase during the outage have read it before the next one.
 func (m *Manager) Schedule(ctx context.Context) error {
 	if h := m.Health(); h.Status != HealthOK {
 		m.log.Debug("key rotation paused", "reason", h.Detail)
+		return nil
+	}
+	if wait := m.health.settling(m.now(), m.Margin()); wait > 0 {
+		m.log.Debug("key rotation paused", "reason", "the key store answers again; waiting out the propagation margin", "resumes_in", wait)
 		return nil
 	}
 	var errs []error
@@ -427,8 +432,10 @@ type healthState struct {
 	since        time.Time // manager start
 	lastOK       time.Time
 	failingSince time.Time
-	lastErr      string
-	checked      bool
+	// recovered is when the key store answered again after failing.
+	recovered time.Time
+	lastErr   string
+	checked   bool
 }
 
 func (h *healthState) record(m *Manager, err error) {
@@ -438,7 +445,9 @@ func (h *healthState) record(m *Manager, err error) {
 	h.checked = true
 	if err == nil {
 		if !h.failingSince.IsZero() {
-			m.log.Info("key store reachable again: rotation resumes", "after", now.Sub(h.failingSince).Round(time.Millisecond))
+			h.recovered = now
+			m.log.Info("key store reachable again: rotation resumes after the propagation margin",
+				"after", now.Sub(h.failingSince).Round(time.Millisecond), "margin", m.Margin())
 		}
 		h.lastOK, h.failingSince, h.lastErr = now, time.Time{}, ""
 		return
@@ -448,6 +457,21 @@ func (h *healthState) record(m *Manager, err error) {
 		m.log.Error("key store unreachable: serving cached rings, rotation paused", "provider", m.be.name(), "err", err)
 	}
 	h.lastErr = err.Error()
+}
+
+// settling is how long rotation still waits after the key store came
+// back: a propagation margin from its recovery. Every replica that could
+// not reach the store during the outage may have missed a phase written
+// just before it (a staging, say), and only re-reads its rings once the
+// store answers; a phase due during the outage must not advance before
+// they have.
+func (h *healthState) settling(now time.Time, margin time.Duration) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.recovered.IsZero() {
+		return 0
+	}
+	return max(0, h.recovered.Add(margin).Sub(now))
 }
 
 // noteOK records that the key store answered (a load or a refresh), so a

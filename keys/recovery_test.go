@@ -1,0 +1,142 @@
+package keys_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/keys"
+)
+
+// controlledManager is a local manager whose key store the test can slow
+// down or take down. Its refresh loop is idle (an hour apart): the test
+// decides when rings are re-read.
+func controlledManager(t *testing.T, url string, mk []byte, c *clock) (*keys.Manager, *keys.Backend) {
+	t.Helper()
+	o := keys.Options{
+		Provider: keys.ProviderLocal, Store: openStore(t, url), MasterKey: mk, Logger: testLogger(t),
+		Refresh: time.Hour, ClockSkew: 100 * time.Millisecond, Staleness: 3 * time.Hour,
+		NoScheduler: true,
+	}
+	if c != nil {
+		o.Now = c.Now
+	}
+	m, err := keys.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl := keys.ControlBackendForTest(m)
+	m.Start()
+	t.Cleanup(m.Close)
+	return m, ctl
+}
+
+// TestRoundsDuringARescuingRefreshWaitForIt: a replica receives, all at
+// once, many tokens under a key it has not loaded yet (another replica
+// revoked the old key). One of them re-reads the ring, slowly; the
+// others must wait for that read and open under the new ring, not be
+// answered from the ring it is replacing.
+func TestRoundsDuringARescuingRefreshWaitForIt(t *testing.T) {
+	ctx := context.Background()
+	url := platformtest.SQLiteURL(t)
+	mk := masterKey()
+	st := openStore(t, url)
+	id := addTenant(t, st, "acme", 60)
+	a := localManager(t, st, mk, nil)
+	b, ctl := controlledManager(t, url, mk, nil)
+
+	stale := sealer(t, b, id, time.Minute, nil) // b's ring: the first key only
+	_, k1 := seal(t, stale, id)
+	if _, err := a.Revoke(ctx, id, k1, k1); err != nil {
+		t.Fatal(err)
+	}
+	tok, k2 := seal(t, sealer(t, a, id, time.Minute, nil), id)
+	if k2 == k1 {
+		t.Fatalf("a still mints under the revoked key %s", k1)
+	}
+
+	ctl.Slow(300 * time.Millisecond)
+	const rounds = 12
+	reasons := make([]string, rounds)
+	var wg sync.WaitGroup
+	for i := range rounds {
+		wg.Go(func() { reasons[i] = openReason(t, stale, id, tok) })
+	}
+	wg.Wait()
+	for i, r := range reasons {
+		if r != "" {
+			t.Errorf("round %d under %s, not yet loaded by this replica: rejected (%s)", i, k2, r)
+		}
+	}
+	if n := b.Rescued(); n != rounds {
+		t.Fatalf("Rescued() = %d, want %d", n, rounds)
+	}
+
+}
+
+// TestRotationWaitsAMarginAfterTheKeyStoreReturns: a promotion that came
+// due while the key store was down does not happen on the first pass
+// after it answers again, but a propagation margin later, so replicas
+// that missed the staging during the outage have read it before anyone
+// mints under the new key.
+func TestRotationWaitsAMarginAfterTheKeyStoreReturns(t *testing.T) {
+	ctx := context.Background()
+	url := platformtest.SQLiteURL(t)
+	st := openStore(t, url)
+	id := addTenant(t, st, "acme", 60)
+	c := newClock()
+	m, ctl := controlledManager(t, url, masterKey(), c)
+
+	if _, err := m.Codec(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := m.RotateNow(ctx, id); err != nil || v.Phase != keys.PhaseStaged {
+		t.Fatalf("rotate now: %+v %v", v, err)
+	}
+	phase := func() keys.Phase {
+		t.Helper()
+		v, err := m.Show(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.Phase
+	}
+
+	ctl.Down(true)
+	keys.RefreshAllForTest(m)
+	if h := m.Health(); h.Status != keys.HealthDegraded {
+		t.Fatalf("health with the store down: %+v", h)
+	}
+	c.Add(10 * m.Margin()) // the promotion is long due
+	if err := m.Schedule(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	ctl.Down(false)
+	keys.RefreshAllForTest(m)
+	if h := m.Health(); h.Status != keys.HealthOK {
+		t.Fatalf("health with the store back: %+v", h)
+	}
+	if err := m.Schedule(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p := phase(); p != keys.PhaseStaged {
+		t.Fatalf("promoted on the first pass after the store returned (phase %s)", p)
+	}
+	c.Add(m.Margin() - time.Millisecond)
+	if err := m.Schedule(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p := phase(); p != keys.PhaseStaged {
+		t.Fatalf("promoted before a margin had passed (phase %s)", p)
+	}
+	c.Add(time.Millisecond)
+	if err := m.Schedule(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p := phase(); p != keys.PhasePromoted {
+		t.Fatalf("not promoted a margin after the store returned (phase %s)", p)
+	}
+}
