@@ -119,8 +119,7 @@ func (c *tenantCodec) Seal(ctx context.Context, plaintext []byte) (string, strin
 	return c.snap.codec.Seal(ctx, plaintext)
 }
 
-// forcedRefreshEvery rate-limits refreshes triggered by unknown key ids,
-// so tokens under made-up key ids cannot make a replica hammer Vault.
+// forcedRefreshEvery rate-limits refreshes triggered by unknown key ids.
 const forcedRefreshEvery = 250 * time.Millisecond
 
 func (c *tenantCodec) Unseal(ctx context.Context, token string) ([]byte, string, error) {
@@ -146,21 +145,36 @@ func (c *tenantCodec) Unseal(ctx context.Context, token string) ([]byte, string,
 }
 
 // refreshForUnknownKey re-reads the ring at most once per
-// forcedRefreshEvery. A round that comes while such a refresh is running
-// waits for it: answering from the ring it is about to replace would
-// reject every round that arrived during the read.
+// forcedRefreshEvery, so tokens under made-up key ids cannot make a
+// replica hammer the key store. A round that comes while such a read runs
+// waits for it (or for its own context): answering from the ring the
+// read is about to replace would reject every round that arrived during
+// it. Rounds in the rate limit's shadow use what the last read found.
 func (c *tenantCodec) refreshForUnknownKey(ctx context.Context) {
-	now := time.Now().UnixNano()
-	last := c.e.lastForced.Load()
-	if now-last >= int64(forcedRefreshEvery) && c.e.lastForced.CompareAndSwap(last, now) {
-		_ = c.m.refresh(ctx, c.e)
+	e := c.e
+	e.forceMu.Lock()
+	if running := e.forcing; running != nil {
+		e.forceMu.Unlock()
+		select {
+		case <-running:
+		case <-ctx.Done():
+		}
 		return
 	}
-	// The refresh holds e.load while it reads; its own timeout bounds
-	// the wait.
-	c.e.load.Lock()
-	//lint:ignore SA2001 an empty critical section: waiting for the holder is the point
-	c.e.load.Unlock()
+	if time.Since(e.lastForce) < forcedRefreshEvery {
+		e.forceMu.Unlock()
+		return
+	}
+	done := make(chan struct{})
+	e.forcing, e.lastForce = done, time.Now()
+	e.forceMu.Unlock()
+	defer func() {
+		e.forceMu.Lock()
+		e.forcing = nil
+		e.forceMu.Unlock()
+		close(done)
+	}()
+	_ = c.m.refresh(ctx, e)
 }
 
 // KeyIDs returns the ids of the snapshot's keys, minter first.

@@ -94,10 +94,15 @@ type Manager struct {
 
 // entry is one tenant's cached ring.
 type entry struct {
-	tenant     string
-	snap       atomic.Pointer[snapshot]
-	load       sync.Mutex // serialises reads from the backend
-	lastForced atomic.Int64
+	tenant string
+	snap   atomic.Pointer[snapshot]
+	load   sync.Mutex // serialises reads from the backend
+
+	// The refresh a token under an unknown key forces (see
+	// tenantCodec.refreshForUnknownKey).
+	forceMu   sync.Mutex
+	lastForce time.Time
+	forcing   chan struct{} // closed when the forced refresh ends; nil when none runs
 }
 
 // snapshot is one observed state of a tenant's record. Immutable.

@@ -2,12 +2,14 @@ package keys_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/opsmcp/platform/internal/platformtest"
 	"github.com/opsmcp/platform/keys"
+	"github.com/opsmcp/platform/mrtr"
 )
 
 // controlledManager is a local manager whose key store the test can slow
@@ -62,7 +64,7 @@ func TestRoundsDuringARescuingRefreshWaitForIt(t *testing.T) {
 	reasons := make([]string, rounds)
 	var wg sync.WaitGroup
 	for i := range rounds {
-		wg.Go(func() { reasons[i] = openReason(t, stale, id, tok) })
+		wg.Go(func() { reasons[i] = rejection(stale.Open(ctx, tok, binding(id))) })
 	}
 	wg.Wait()
 	for i, r := range reasons {
@@ -74,6 +76,50 @@ func TestRoundsDuringARescuingRefreshWaitForIt(t *testing.T) {
 		t.Fatalf("Rescued() = %d, want %d", n, rounds)
 	}
 
+	// A round that cannot wait as long as the read takes gives up with
+	// its own context, rejected, while the read goes on for the others.
+	k3 := revokeKey(t, a, id, k2)
+	tok3, _ := seal(t, sealer(t, a, id, time.Minute, nil), id)
+	ctl.Slow(2 * time.Second)
+	stale = sealer(t, b, id, time.Minute, nil)
+	forced := make(chan string)
+	go func() { forced <- rejection(stale.Open(ctx, tok3, binding(id))) }() // forces the slow read
+	time.Sleep(300 * time.Millisecond)
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := stale.Open(short, tok3, binding(id)); err == nil {
+		t.Fatalf("a round under %s opened before the read that loads it ended", k3)
+	}
+	if waited := time.Since(start); waited > time.Second {
+		t.Fatalf("a round whose context ended after 100ms waited %s for the read", waited)
+	}
+	if r := <-forced; r != "" {
+		t.Fatalf("the round that forced the read: rejected (%s)", r)
+	}
+
+}
+
+// rejection is "" for an opened token, else the rejection's reason.
+func rejection(_ *mrtr.Claims, err error) string {
+	var rej *mrtr.Rejection
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &rej):
+		return rej.Reason
+	}
+	return err.Error()
+}
+
+// revokeKey revokes keyID through m and returns the new minting key.
+func revokeKey(t *testing.T, m *keys.Manager, tenantID, keyID string) string {
+	t.Helper()
+	v, err := m.Revoke(context.Background(), tenantID, keyID, keyID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.Keys[0].ID
 }
 
 // TestRotationWaitsAMarginAfterTheKeyStoreReturns: a promotion that came
