@@ -158,12 +158,66 @@ func ParseTraceparent(traceparent, tracestate string) (trace.SpanContext, bool) 
 	if traceparent == "" {
 		return trace.SpanContext{}, false
 	}
+	if tracestate == "" {
+		// The common case, a version-00 header with no state (the one a
+		// round seals for the next): read in place, without the
+		// propagator's carrier map and context.
+		if sc, ok := parseTraceparent00(traceparent); ok {
+			return sc, true
+		}
+	}
 	carrier := propagation.MapCarrier{"traceparent": traceparent}
 	if tracestate != "" {
 		carrier["tracestate"] = tracestate
 	}
 	sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), carrier))
 	return sc, sc.IsValid()
+}
+
+// parseTraceparent00 reads a well-formed version-00 traceparent as the
+// propagator would: lowercase hex, ids not all zero, the sampled and
+// random flags, remote. ok is false for anything else, which the caller hands to
+// the propagator.
+func parseTraceparent00(h string) (trace.SpanContext, bool) {
+	if len(h) != 55 || h[:3] != "00-" || h[35] != '-' || h[52] != '-' {
+		return trace.SpanContext{}, false
+	}
+	var tid trace.TraceID
+	var sid trace.SpanID
+	var flags [1]byte
+	if !decodeLowerHex(tid[:], h[3:35]) || !decodeLowerHex(sid[:], h[36:52]) || !decodeLowerHex(flags[:], h[53:55]) || flags[0] > 3 {
+		return trace.SpanContext{}, false // version 00 reserves the other flag bits
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid,
+		TraceFlags: trace.TraceFlags(flags[0]) & (trace.FlagsSampled | trace.FlagsRandom), Remote: true})
+	return sc, sc.IsValid()
+}
+
+// decodeLowerHex decodes src, which must be lowercase hex of exactly
+// twice dst's length, into dst.
+func decodeLowerHex(dst []byte, src string) bool {
+	if len(src) != 2*len(dst) {
+		return false
+	}
+	for i := range dst {
+		hi, ok1 := lowerHexDigit(src[2*i])
+		lo, ok2 := lowerHexDigit(src[2*i+1])
+		if !ok1 || !ok2 {
+			return false
+		}
+		dst[i] = hi<<4 | lo
+	}
+	return true
+}
+
+func lowerHexDigit(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
 }
 
 // Pending holds spans of work done inside a request before the request's

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -154,6 +155,38 @@ func TestTraceparentRoundTrips(t *testing.T) {
 	}
 	if _, ok := ParseTraceparent("00-zz", ""); ok {
 		t.Fatal("garbage parsed")
+	}
+}
+
+// TestParseTraceparentAgreesWithThePropagator: the in-place reading of
+// version-00 headers gives exactly what the W3C propagator gives, for
+// good headers and for each way one can be bad.
+func TestParseTraceparentAgreesWithThePropagator(t *testing.T) {
+	const tid, sid = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	for _, h := range []string{
+		"00-" + tid + "-" + sid + "-01",
+		"00-" + tid + "-" + sid + "-00",
+		"00-" + tid + "-" + sid + "-03", // sampled and random
+		"00-" + tid + "-" + sid + "-ff", // reserved flags on version 00
+		"00-" + tid + "-" + sid + "-04",
+		"00-" + strings.ToUpper(tid) + "-" + sid + "-01",    // uppercase hex
+		"00-" + tid + "-" + strings.ToUpper(sid) + "-01",    // uppercase hex
+		"00-" + strings.Repeat("0", 32) + "-" + sid + "-01", // zero trace id
+		"00-" + tid + "-" + strings.Repeat("0", 16) + "-01", // zero span id
+		"00-" + tid + "-" + sid + "-0g",                     // bad flags
+		"00-" + tid[:31] + "x-" + sid + "-01",               // bad trace id
+		"00-" + tid + "-" + sid + "-01-extra",               // trailing data on 00
+		"01-" + tid + "-" + sid + "-01-extra",               // a future version
+		"ff-" + tid + "-" + sid + "-01",                     // forbidden version
+		"00_" + tid + "-" + sid + "-01",                     // bad separator
+		"00-" + tid + "-" + sid + "-1",                      // short
+		"",
+	} {
+		want := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": h}))
+		got, ok := ParseTraceparent(h, "")
+		if ok != want.IsValid() || !got.Equal(want) {
+			t.Errorf("%q: got %v (ok %v), the propagator %v", h, got, ok, want)
+		}
 	}
 }
 

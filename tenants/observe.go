@@ -264,13 +264,22 @@ func (o *observation) spanName() string {
 
 // Span kinds as start options, made once.
 var (
-	serverKind = trace.WithSpanKind(trace.SpanKindServer)
-	clientKind = trace.WithSpanKind(trace.SpanKindClient)
+	serverKind   = trace.WithSpanKind(trace.SpanKindServer)
+	clientKind   = trace.WithSpanKind(trace.SpanKindClient)
+	internalKind = trace.WithSpanKind(trace.SpanKindInternal)
 )
 
 // attrPool recycles the attribute slices handed to the SDK, which copies
 // them.
 var attrPool = sync.Pool{New: func() any { s := make([]attribute.KeyValue, 0, 24); return &s }}
+
+// putAttrs returns buf to the pool, holding attrs (grown from it) and
+// none of their values.
+func putAttrs(buf *[]attribute.KeyValue, attrs []attribute.KeyValue) {
+	clear(attrs)
+	*buf = attrs[:0]
+	attrPool.Put(buf)
+}
 
 // requestAttrs appends the attributes known once the request is parsed
 // and checked: the MCP conventions' request attributes, the network and
@@ -578,9 +587,7 @@ func (o *observation) end() {
 		}
 	}
 	span.SetAttributes(attrs...)
-	clear(attrs)
-	*buf = attrs[:0]
-	attrPool.Put(buf)
+	putAttrs(buf, attrs)
 	o.flowDone(ctx, now, method, resultType, errType)
 	span.End()
 }
@@ -623,7 +630,8 @@ func (o *observation) flowDone(ctx context.Context, now time.Time, method, resul
 	if o.c != nil && o.c.name != "" {
 		name += " " + o.c.name
 	}
-	attrs := []attribute.KeyValue{
+	buf := attrPool.Get().(*[]attribute.KeyValue)
+	attrs := append((*buf)[:0],
 		telemetry.AttrMCPMethod.String(method),
 		telemetry.AttrTenant.String(o.snap.slug),
 		telemetry.AttrFlowID.String(rd.flowID),
@@ -631,7 +639,7 @@ func (o *observation) flowDone(ctx context.Context, now time.Time, method, resul
 		telemetry.AttrFlowClientWait.Float64(wait.Seconds()),
 		telemetry.AttrFlowServerTime.Float64(served.Seconds()),
 		telemetry.AttrFlowOutcome.String(outcome),
-	}
+	)
 	if o.c != nil && o.c.name != "" {
 		switch method {
 		case mrtr.MethodToolsCall:
@@ -641,10 +649,13 @@ func (o *observation) flowDone(ctx context.Context, now time.Time, method, resul
 		}
 	}
 	// A root of its own, so it is not cut to the final round's trace,
-	// linked to the final round (which links back round by round).
-	_, fs := o.tel.Tracer().Start(ctx, name, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithTimestamp(rd.start), trace.WithAttributes(attrs...),
-		trace.WithLinks(trace.Link{SpanContext: o.span.SpanContext()}))
+	// linked to the final round (which links back round by round). The
+	// attributes are set after the start: as a start option the SDK
+	// copies them twice.
+	_, fs := o.tel.Tracer().Start(ctx, name, trace.WithNewRoot(), internalKind,
+		trace.WithTimestamp(rd.start), trace.WithLinks(trace.Link{SpanContext: o.span.SpanContext()}))
+	fs.SetAttributes(attrs...)
+	putAttrs(buf, attrs)
 	if outcome != "complete" {
 		fs.SetStatus(codes.Error, outcome)
 	}
