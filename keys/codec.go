@@ -146,10 +146,9 @@ func (c *tenantCodec) Unseal(ctx context.Context, token string) ([]byte, string,
 
 // refreshForUnknownKey re-reads the ring at most once per
 // forcedRefreshEvery, so tokens under made-up key ids cannot make a
-// replica hammer the key store. A round that comes while such a read runs
-// waits for it (or for its own context): answering from the ring the
-// read is about to replace would reject every round that arrived during
-// it. Rounds in the rate limit's shadow use what the last read found.
+// replica hammer the key store. Every round that needs such a read waits
+// for it, or for its own context: answering from the ring the read is
+// about to replace would reject every round that arrived during it. Rounds in the rate limit's shadow use what the last read found.
 func (c *tenantCodec) refreshForUnknownKey(ctx context.Context) {
 	e := c.e
 	e.forceMu.Lock()
@@ -168,13 +167,23 @@ func (c *tenantCodec) refreshForUnknownKey(ctx context.Context) {
 	done := make(chan struct{})
 	e.forcing, e.lastForce = done, time.Now()
 	e.forceMu.Unlock()
-	defer func() {
-		e.forceMu.Lock()
-		e.forcing = nil
-		e.forceMu.Unlock()
-		close(done)
+	// The read runs on its own, bounded by the refresh's timeout, so this
+	// round too can give up with its context while the others wait; it
+	// keeps the round's values, so its key store calls trace under it.
+	readCtx := context.WithoutCancel(ctx)
+	go func() {
+		defer func() {
+			e.forceMu.Lock()
+			e.forcing = nil
+			e.forceMu.Unlock()
+			close(done)
+		}()
+		_ = c.m.refresh(readCtx, e)
 	}()
-	_ = c.m.refresh(ctx, e)
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // KeyIDs returns the ids of the snapshot's keys, minter first.

@@ -22,6 +22,7 @@ func RefreshAllForTest(m *Manager) { m.refreshAll(context.Background()) }
 type Backend struct {
 	delay atomic.Int64
 	down  atomic.Bool
+	fail  atomic.Pointer[func(tenantID string) error]
 }
 
 // Slow makes every call wait d first.
@@ -29,6 +30,25 @@ func (b *Backend) Slow(d time.Duration) { b.delay.Store(int64(d)) }
 
 // Down makes every call fail (true) or pass through (false).
 func (b *Backend) Down(down bool) { b.down.Store(down) }
+
+// FailWith makes every call for a tenant fail with fn's error, when fn
+// returns one; nil ends it.
+func (b *Backend) FailWith(fn func(tenantID string) error) {
+	if fn == nil {
+		b.fail.Store(nil)
+		return
+	}
+	b.fail.Store(&fn)
+}
+
+// ForcedReadRunning reports whether a ring read forced by a token under
+// an unknown key is in flight for the tenant.
+func ForcedReadRunning(m *Manager, tenantID string) bool {
+	e := m.entry(tenantID)
+	e.forceMu.Lock()
+	defer e.forceMu.Unlock()
+	return e.forcing != nil
+}
 
 // ControlBackendForTest wraps the manager's key store before Start.
 func ControlBackendForTest(m *Manager) *Backend {
@@ -44,7 +64,7 @@ type controlledBackend struct {
 
 var errTestDown = errors.New("test: key store down")
 
-func (b *controlledBackend) gate(ctx context.Context) error {
+func (b *controlledBackend) gate(ctx context.Context, tenantID string) error {
 	if d := time.Duration(b.ctl.delay.Load()); d > 0 {
 		select {
 		case <-time.After(d):
@@ -55,25 +75,28 @@ func (b *controlledBackend) gate(ctx context.Context) error {
 	if b.ctl.down.Load() {
 		return errTestDown
 	}
+	if fn := b.ctl.fail.Load(); fn != nil {
+		return (*fn)(tenantID)
+	}
 	return nil
 }
 
 func (b *controlledBackend) load(ctx context.Context, tenantID string) ([]byte, int64, error) {
-	if err := b.gate(ctx); err != nil {
+	if err := b.gate(ctx, tenantID); err != nil {
 		return nil, 0, err
 	}
 	return b.backend.load(ctx, tenantID)
 }
 
 func (b *controlledBackend) version(ctx context.Context, tenantID string) (int64, error) {
-	if err := b.gate(ctx); err != nil {
+	if err := b.gate(ctx, tenantID); err != nil {
 		return 0, err
 	}
 	return b.backend.version(ctx, tenantID)
 }
 
 func (b *controlledBackend) save(ctx context.Context, tenantID string, rec []byte, cas int64) (int64, error) {
-	if err := b.gate(ctx); err != nil {
+	if err := b.gate(ctx, tenantID); err != nil {
 		return 0, err
 	}
 	return b.backend.save(ctx, tenantID, rec, cas)

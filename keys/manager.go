@@ -420,15 +420,18 @@ func (m *Manager) refreshAll(ctx context.Context) {
 	entries := m.allEntries()
 	sem := make(chan struct{}, 8)
 	var wg sync.WaitGroup
-	var failed atomic.Int64
-	var firstErr atomic.Value
+	var mu sync.Mutex
+	var err error // the first refresh error of the pass
 	for _, e := range entries {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if err := m.refresh(ctx, e); err != nil {
-				failed.Add(1)
-				firstErr.CompareAndSwap(nil, err)
+			if rerr := m.refresh(ctx, e); rerr != nil {
+				mu.Lock()
+				if err == nil {
+					err = rerr
+				}
+				mu.Unlock()
 			}
 		})
 	}
@@ -436,10 +439,7 @@ func (m *Manager) refreshAll(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	var err error
-	if failed.Load() > 0 {
-		err = firstErr.Load().(error)
-	} else if m.vault != nil && len(entries) == 0 {
+	if err == nil && m.vault != nil && len(entries) == 0 {
 		// Nothing cached yet: still find out whether Vault answers.
 		_, err = m.be.version(ctx, "_health")
 	}

@@ -3,6 +3,8 @@ package keys_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -84,7 +86,7 @@ func TestRoundsDuringARescuingRefreshWaitForIt(t *testing.T) {
 	stale = sealer(t, b, id, time.Minute, nil)
 	forced := make(chan string)
 	go func() { forced <- rejection(stale.Open(ctx, tok3, binding(id))) }() // forces the slow read
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, 5*time.Second, func() bool { return keys.ForcedReadRunning(b, id) })
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -184,5 +186,89 @@ func TestRotationWaitsAMarginAfterTheKeyStoreReturns(t *testing.T) {
 	}
 	if p := phase(); p != keys.PhasePromoted {
 		t.Fatalf("not promoted a margin after the store returned (phase %s)", p)
+	}
+}
+
+// TestRefreshFailuresOfDifferentTypesInOnePass: when several tenants'
+// refreshes fail in the same pass, with errors of different types, the
+// replica reports the key store as failing; it does not crash.
+func TestRefreshFailuresOfDifferentTypesInOnePass(t *testing.T) {
+	ctx := context.Background()
+	url := platformtest.SQLiteURL(t)
+	st := openStore(t, url)
+	m, ctl := controlledManager(t, url, masterKey(), nil)
+	var ids []string
+	for _, slug := range []string{"acme", "globex", "initech"} {
+		id := addTenant(t, st, slug, 60)
+		if _, err := m.Codec(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	plain := errors.New("plain failure")
+	ctl.FailWith(func(tenantID string) error {
+		switch tenantID {
+		case ids[0]:
+			return plain
+		case ids[1]:
+			return fmt.Errorf("wrapped: %w", plain)
+		}
+		return &net.OpError{Op: "dial", Err: plain}
+	})
+	keys.RefreshAllForTest(m)
+	if h := m.Health(); h.Status != keys.HealthDegraded {
+		t.Fatalf("health after every tenant failed: %+v", h)
+	}
+}
+
+// TestAStartingReplicaWaitsAMarginBeforeRotating: a replica advances no
+// phase before the key store first answers it, and then not before a
+// margin has passed, so a phase that came due before it started (perhaps
+// during an outage that also kept its peers from reading the ring) waits
+// until they have.
+func TestAStartingReplicaWaitsAMarginBeforeRotating(t *testing.T) {
+	ctx := context.Background()
+	url := platformtest.SQLiteURL(t)
+	st := openStore(t, url)
+	id := addTenant(t, st, "acme", 60)
+	c := newClock()
+	mk := masterKey()
+	first, _ := controlledManager(t, url, mk, c)
+	if _, err := first.Codec(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.RotateNow(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	c.Add(10 * first.Margin()) // the promotion is long due
+
+	m, _ := controlledManager(t, url, mk, c) // a replica starting now
+	phase := func() keys.Phase {
+		t.Helper()
+		v, err := m.Show(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.Phase
+	}
+	schedule := func() {
+		t.Helper()
+		if err := m.Schedule(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	schedule()
+	if p := phase(); p != keys.PhaseStaged {
+		t.Fatalf("promoted before the key store first answered this replica (phase %s)", p)
+	}
+	keys.RefreshAllForTest(m)
+	schedule()
+	if p := phase(); p != keys.PhaseStaged {
+		t.Fatalf("promoted on the first pass after the key store first answered (phase %s)", p)
+	}
+	c.Add(m.Margin())
+	schedule()
+	if p := phase(); p != keys.PhasePromoted {
+		t.Fatalf("not promoted a margin after the key store first answered (phase %s)", p)
 	}
 }

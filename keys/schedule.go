@@ -432,7 +432,8 @@ type healthState struct {
 	since        time.Time // manager start
 	lastOK       time.Time
 	failingSince time.Time
-	// recovered is when the key store answered again after failing.
+	// recovered is when the key store first answered, or answered again
+	// after failing.
 	recovered time.Time
 	lastErr   string
 	checked   bool
@@ -442,8 +443,14 @@ func (h *healthState) record(m *Manager, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := m.now()
+	first := !h.checked
 	h.checked = true
 	if err == nil {
+		if first {
+			// A replica that starts may have missed phases written while
+			// it was down, as may its peers if the store was down too.
+			h.recovered = now
+		}
 		if !h.failingSince.IsZero() {
 			h.recovered = now
 			m.log.Info("key store reachable again: rotation resumes after the propagation margin",
@@ -460,7 +467,7 @@ func (h *healthState) record(m *Manager, err error) {
 }
 
 // settling is how long rotation still waits after the key store came
-// back: a propagation margin from its recovery. Every replica that could
+// back (or first answered this replica): a propagation margin from then. Every replica that could
 // not reach the store during the outage may have missed a phase written
 // just before it (a staging, say), and only re-reads its rings once the
 // store answers; a phase due during the outage must not advance before
@@ -468,6 +475,9 @@ func (h *healthState) record(m *Manager, err error) {
 func (h *healthState) settling(now time.Time, margin time.Duration) time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if !h.checked {
+		return margin // not yet a first answer: the wait has not begun
+	}
 	if h.recovered.IsZero() {
 		return 0
 	}
