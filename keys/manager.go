@@ -103,6 +103,10 @@ type entry struct {
 	forceMu   sync.Mutex
 	lastForce time.Time
 	forcing   chan struct{} // closed when the forced refresh ends; nil when none runs
+
+	// failingAlone: the ring could not be re-read while others could
+	// (logged once per episode).
+	failingAlone atomic.Bool
 }
 
 // snapshot is one observed state of a tenant's record. Immutable.
@@ -414,32 +418,56 @@ func (m *Manager) refreshLoop() {
 	}
 }
 
-// RefreshAll re-checks every cached ring now. Tests and the scheduler
-// use it; the refresh loop calls it on its interval.
+// refreshAll re-checks every cached ring now; the refresh loop calls it
+// on its interval. The key store counts as failing only when no ring
+// could be re-read: one tenant whose ring cannot be (its Transit key
+// deleted, say) must not pause rotation for every tenant, nor take the
+// replica out of service; its own ring goes stale and fails closed alone.
 func (m *Manager) refreshAll(ctx context.Context) {
 	entries := m.allEntries()
 	sem := make(chan struct{}, 8)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var err error // the first refresh error of the pass
+	type failure struct {
+		e   *entry
+		err error
+	}
+	var failed []failure
 	for _, e := range entries {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if rerr := m.refresh(ctx, e); rerr != nil {
-				mu.Lock()
-				if err == nil {
-					err = rerr
+			rerr := m.refresh(ctx, e)
+			if rerr == nil {
+				if e.failingAlone.Swap(false) {
+					m.log.Info("tenant key ring re-read again", "tenant", e.tenant)
 				}
-				mu.Unlock()
+				return
 			}
+			mu.Lock()
+			if err == nil {
+				err = rerr
+			}
+			failed = append(failed, failure{e, rerr})
+			mu.Unlock()
 		})
 	}
 	wg.Wait()
 	if ctx.Err() != nil {
 		return
 	}
-	if err == nil && m.vault != nil && len(entries) == 0 {
+	if len(failed) < len(entries) {
+		// The store answers: the failures are the tenants' own.
+		for _, f := range failed {
+			if !f.e.failingAlone.Swap(true) {
+				m.log.Warn("tenant key ring could not be re-read while the key store answers for others: serving its cached ring until it is stale",
+					"tenant", f.e.tenant, "staleness", m.opts.Staleness, "err", f.err)
+			}
+		}
+		err = nil
+	}
+	if len(entries) == 0 && m.vault != nil {
 		// Nothing cached yet: still find out whether Vault answers.
 		_, err = m.be.version(ctx, "_health")
 	}

@@ -272,3 +272,54 @@ func TestAStartingReplicaWaitsAMarginBeforeRotating(t *testing.T) {
 		t.Fatalf("not promoted a margin after the key store first answered (phase %s)", p)
 	}
 }
+
+// TestATenantWhoseRingCannotBeReadFailsClosedAlone: one tenant's ring
+// cannot be re-read (its Transit key deleted, say) while the key store
+// answers for the others. The replica stays healthy, rotation goes on
+// for the others, and only that tenant fails closed once its ring is
+// stale.
+func TestATenantWhoseRingCannotBeReadFailsClosedAlone(t *testing.T) {
+	ctx := context.Background()
+	url := platformtest.SQLiteURL(t)
+	st := openStore(t, url)
+	bad, good := addTenant(t, st, "acme", 60), addTenant(t, st, "globex", 60)
+	c := newClock()
+	m, ctl := controlledManager(t, url, masterKey(), c)
+	for _, id := range []string{bad, good} {
+		if _, err := m.Codec(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := m.RotateNow(ctx, good); err != nil {
+		t.Fatal(err)
+	}
+	ctl.FailWith(func(tenantID string) error {
+		if tenantID == bad {
+			return errors.New("transit key not found")
+		}
+		return nil
+	})
+	keys.RefreshAllForTest(m)
+	if h := m.Health(); h.Status != keys.HealthOK {
+		t.Fatalf("health with one tenant's ring unreadable: %+v", h)
+	}
+	c.Add(10 * m.Margin())
+	if err := m.Schedule(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := m.Show(ctx, good); err != nil || v.Phase != keys.PhasePromoted {
+		t.Fatalf("the other tenant's rotation: %+v %v", v, err)
+	}
+
+	c.Add(3*time.Hour + time.Minute) // past the staleness limit
+	keys.RefreshAllForTest(m)
+	if _, err := m.Codec(ctx, bad); !errors.Is(err, keys.ErrStale) {
+		t.Fatalf("the unreadable tenant past staleness: %v", err)
+	}
+	if _, err := m.Codec(ctx, good); err != nil {
+		t.Fatalf("the other tenant: %v", err)
+	}
+	if h := m.Health(); h.Status != keys.HealthOK {
+		t.Fatalf("health: %+v", h)
+	}
+}
