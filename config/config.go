@@ -4,6 +4,7 @@
 package config
 
 import (
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -35,6 +36,7 @@ type Config struct {
 	WebhookMaxResponse   int64
 	CatalogueRefresh     time.Duration
 	StateKeys            string
+	SecretsKeys          string
 	ConfigFile           string
 	AdminIssuer          string
 	AdminClientID        string
@@ -70,6 +72,7 @@ func Flags(fs *flag.FlagSet) *Config {
 	fs.Int64Var(&c.WebhookMaxResponse, "webhook-max-response-bytes", 4<<20, "largest webhook answer accepted, in bytes")
 	fs.DurationVar(&c.CatalogueRefresh, "catalogue-refresh", time.Second, "how often each replica checks for catalogue changes made elsewhere")
 	fs.StringVar(&c.StateKeys, "state-keys", "", "comma-separated base64 request-state secrets (≥32 bytes each), minting key first; shared by all replicas (default: a random per-process key)")
+	fs.StringVar(&c.SecretsKeys, "secrets-keys", "", "comma-separated base64 keys (≥32 bytes each) sealing webhook secrets in the database, sealing key first; share them across replicas (default: derived from --keys-master-key with the local keys provider, else secrets are stored unsealed)")
 	fs.StringVar(&c.ConfigFile, "config", "", "optional YAML file of settings, keyed by flag name")
 	fs.StringVar(&c.AdminIssuer, "admin-issuer", "", "OIDC issuer admins sign in with (authorization code + PKCE); empty disables admin sign-in")
 	fs.StringVar(&c.AdminClientID, "admin-client-id", "", "OAuth client id of the admin sign-in")
@@ -193,8 +196,27 @@ func (c *Config) validate() error {
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("shutdown-timeout must be positive"))
 	}
+	if _, err := c.SecretKeys(); err != nil {
+		errs = append(errs, err)
+	}
 	errs = append(errs, c.Keys.validate()...)
 	return errors.Join(errs...)
+}
+
+// SecretKeys decodes --secrets-keys: nil when unset.
+func (c *Config) SecretKeys() ([][]byte, error) {
+	if c.SecretsKeys == "" {
+		return nil, nil
+	}
+	var out [][]byte
+	for i, k := range strings.Split(c.SecretsKeys, ",") {
+		b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(k))
+		if err != nil || len(b) < 32 {
+			return nil, fmt.Errorf("secrets-keys: key %d must be base64 of at least 32 random bytes (openssl rand -base64 32)", i+1)
+		}
+		out = append(out, b)
+	}
+	return out, nil
 }
 
 // Usage writes every setting with its environment variable and default.

@@ -56,6 +56,39 @@ func WithTelemetry(t *telemetry.Telemetry) Option {
 	return func(o *tenants.Options) { o.Telemetry = t }
 }
 
+// sealSecrets makes the store seal webhook secrets at rest under
+// --secrets-keys (or, with the local keys provider, a key derived from its
+// master key) and seals the ones written before.
+func sealSecrets(ctx context.Context, cfg *config.Config, st *store.Store, log *slog.Logger) error {
+	secretKeys, err := cfg.SecretKeys()
+	if err != nil {
+		return err
+	}
+	from := "secrets-keys"
+	if secretKeys == nil && cfg.Keys.Provider == keys.ProviderLocal {
+		mk, err := base64.StdEncoding.DecodeString(cfg.Keys.MasterKey)
+		if err != nil {
+			return errors.New("keys-master-key: not base64")
+		}
+		secretKeys, from = [][]byte{mk}, "keys-master-key"
+	}
+	if secretKeys == nil {
+		log.Warn("webhook secrets are stored unsealed in the database: set --secrets-keys to seal them")
+		return nil
+	}
+	box, err := store.NewSecretBox(secretKeys...)
+	if err != nil {
+		return err
+	}
+	st.SealSecretsWith(box)
+	n, err := st.SealStoredSecrets(ctx)
+	if err != nil {
+		return err
+	}
+	log.Info("webhook secrets sealed at rest", "key_from", from, "resealed", n)
+	return nil
+}
+
 // New opens the database, migrates it when configured to, and builds the
 // handler. Close releases what it opened.
 func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version string, opts ...Option) (*Server, error) {
@@ -77,6 +110,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		if n > 0 {
 			log.Info("migrations applied", "count", n, "dialect", st.Dialect())
 		}
+	}
+	if err := sealSecrets(ctx, cfg, st, log); err != nil {
+		st.Close()
+		return nil, err
 	}
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + cfg.Listen

@@ -38,7 +38,9 @@ func (s *Store) CreateItem(ctx context.Context, slug string, it *Item) error {
 	it.ID, it.Version, it.CreatedAt, it.UpdatedAt = newID("ci"), 1, now, now
 	return s.withTenant(ctx, slug, true, func(tx *gorm.DB, t *Tenant) error {
 		it.TenantID = t.ID
-		if err := tx.Create(it).Error; err != nil {
+		row := *it
+		row.WebhookSecret = s.sealForWrite(it.ID, it.WebhookSecret)
+		if err := tx.Create(&row).Error; err != nil {
 			return conflict(err, fmt.Sprintf("%s %q", it.Kind, it.Name))
 		}
 		return nil
@@ -99,7 +101,7 @@ func (s *Store) UpdateItem(ctx context.Context, slug, kind, name string, ifVersi
 		res := tx.Model(&Item{}).Where("id = ? AND version = ?", it.ID, old).Updates(map[string]any{
 			"uri":            it.URI,
 			"spec":           it.Spec,
-			"webhook_secret": it.WebhookSecret,
+			"webhook_secret": s.sealForWrite(it.ID, it.WebhookSecret),
 			"version":        it.Version,
 			"updated_at":     it.UpdatedAt,
 		})
@@ -138,7 +140,9 @@ type Catalogue struct {
 	Items  []Item
 }
 
-// LoadCatalogue reads a tenant and its whole catalogue. The read is
+// LoadCatalogue reads a tenant and its whole catalogue, webhook secrets
+// opened (the one read that needs them: other reads return them as
+// stored, since the admin API never shows them). The read is
 // optimistic rather than a transaction (which would take SQLite's write
 // lock): it is retried until the tenant's catalogue version is the same
 // before and after, so the items match the version reported.
@@ -151,6 +155,9 @@ func (s *Store) LoadCatalogue(ctx context.Context, slug string) (*Catalogue, err
 		c := &Catalogue{Tenant: *t}
 		err = s.db.WithContext(ctx).Where("tenant_id = ?", t.ID).Order("kind, name").Find(&c.Items).Error
 		if err != nil {
+			return nil, fmt.Errorf("load catalogue of %q: %w", slug, err)
+		}
+		if err := s.openItems(c.Items); err != nil {
 			return nil, fmt.Errorf("load catalogue of %q: %w", slug, err)
 		}
 		after, err := s.GetTenant(ctx, slug)

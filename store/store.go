@@ -44,6 +44,7 @@ var (
 type Store struct {
 	db      *gorm.DB
 	dialect Dialect
+	box     *SecretBox // seals webhook secrets at rest; nil: plaintext
 }
 
 // DefaultURL is the embedded SQLite database used when none is configured.

@@ -108,6 +108,11 @@ type startOptions struct {
 	server []server.Option
 }
 
+// SecretsKey seals webhook secrets in every test platform (one key, so
+// instances sharing a database read each other's); WithConfig can clear
+// or replace it.
+const SecretsKey = "b3BzbWNwLXRlc3Qtd2ViaG9vay1zZWNyZXRzLWtleS0wMDAx" // "opsmcp-test-webhook-secrets-key-0001"
+
 // WithStateKeys shares request-state keys between instances.
 func WithStateKeys(keys string) Option { return func(o *startOptions) { o.cfg.StateKeys = keys } }
 
@@ -134,6 +139,7 @@ func Start(t testing.TB, dbURL string, opts ...Option) *Platform {
 	cfg.PublicURL = "http://" + ln.Addr().String()
 	cfg.BootstrapToken = AdminToken
 	cfg.AllowPrivateWebhooks = true
+	cfg.SecretsKeys = SecretsKey
 	cfg.CatalogueRefresh = 50 * time.Millisecond
 	cfg.ShutdownTimeout = 5 * time.Second
 	so := &startOptions{cfg: cfg}

@@ -1,0 +1,164 @@
+package store
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// SecretBox seals webhook secrets at rest with AES-256-GCM under keys
+// derived from the platform's secrets keys: the first seals, every one
+// opens, so a key can be replaced without a flag day. A sealed value is
+// bound to its catalogue item: copied into another row, it no longer
+// opens.
+type SecretBox struct {
+	aeads []cipher.AEAD
+}
+
+// sealedPrefix starts every sealed value; generated secrets never do, so
+// a value without it is one written before sealing was configured.
+const sealedPrefix = "sealed:v1:"
+
+// infoWebhookSecrets separates these keys from any other derived from the
+// same material (the local key provider's master key, for one).
+const infoWebhookSecrets = "opsmcp webhook secrets v1"
+
+// ErrSecretUnreadable: a sealed webhook secret that none of the
+// configured keys opens (another key, or the value was altered or moved).
+var ErrSecretUnreadable = errors.New("webhook secret cannot be opened with the configured secrets keys")
+
+// NewSecretBox derives the sealing keys from keys (each at least 32
+// bytes), the first of which seals.
+func NewSecretBox(keys ...[]byte) (*SecretBox, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("store: no secrets key")
+	}
+	b := &SecretBox{}
+	for i, key := range keys {
+		if len(key) < 32 {
+			return nil, fmt.Errorf("store: secrets key %d is %d bytes; at least 32 are needed", i+1, len(key))
+		}
+		k, err := hkdf.Key(sha256.New, key, nil, infoWebhookSecrets, 32)
+		if err != nil {
+			return nil, fmt.Errorf("store: derive secrets key %d: %w", i+1, err)
+		}
+		block, err := aes.NewCipher(k)
+		if err != nil {
+			return nil, err
+		}
+		aead, err := cipher.NewGCM(block)
+		if err != nil {
+			return nil, err
+		}
+		b.aeads = append(b.aeads, aead)
+	}
+	return b, nil
+}
+
+// Sealed reports whether a stored value is sealed.
+func Sealed(stored string) bool { return strings.HasPrefix(stored, sealedPrefix) }
+
+func (b *SecretBox) seal(itemID, plain string) string {
+	a := b.aeads[0]
+	nonce := make([]byte, a.NonceSize(), a.NonceSize()+len(plain)+a.Overhead())
+	rand.Read(nonce)
+	out := a.Seal(nonce, nonce, []byte(plain), []byte(itemID))
+	return sealedPrefix + base64.RawURLEncoding.EncodeToString(out)
+}
+
+// open returns the plaintext of a sealed value and whether the sealing
+// key (the first) sealed it.
+func (b *SecretBox) open(itemID, stored string) (plain string, current bool, err error) {
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(strings.TrimPrefix(stored, sealedPrefix))
+	if err != nil {
+		return "", false, ErrSecretUnreadable
+	}
+	for i, a := range b.aeads {
+		n := a.NonceSize()
+		if len(raw) < n+a.Overhead() {
+			break
+		}
+		if pt, err := a.Open(nil, raw[:n], raw[n:], []byte(itemID)); err == nil {
+			return string(pt), i == 0, nil
+		}
+	}
+	return "", false, ErrSecretUnreadable
+}
+
+// SealSecretsWith makes the store seal every webhook secret it writes and
+// open the ones LoadCatalogue returns. Call it once, before serving; nil
+// keeps secrets as they are written (plaintext).
+func (s *Store) SealSecretsWith(b *SecretBox) { s.box = b }
+
+// sealForWrite returns the value to store for secret: sealed for itemID
+// when a box is configured and the value is not sealed already.
+func (s *Store) sealForWrite(itemID string, secret *string) *string {
+	if s.box == nil || secret == nil || Sealed(*secret) {
+		return secret
+	}
+	v := s.box.seal(itemID, *secret)
+	return &v
+}
+
+// openItems replaces the sealed webhook secrets of items with their
+// plaintext. An item whose secret cannot be opened fails the load: its
+// tenant fails closed rather than sign with the wrong secret.
+func (s *Store) openItems(items []Item) error {
+	for i := range items {
+		it := &items[i]
+		if it.WebhookSecret == nil || !Sealed(*it.WebhookSecret) {
+			continue
+		}
+		if s.box == nil {
+			return fmt.Errorf("%s %q: its webhook secret is sealed, and no secrets key is configured: %w", it.Kind, it.Name, ErrSecretUnreadable)
+		}
+		plain, _, err := s.box.open(it.ID, *it.WebhookSecret)
+		if err != nil {
+			return fmt.Errorf("%s %q: %w", it.Kind, it.Name, err)
+		}
+		it.WebhookSecret = &plain
+	}
+	return nil
+}
+
+// SealStoredSecrets seals every webhook secret still stored in plaintext
+// (written before a secrets key was configured) or sealed under a key
+// other than the first, and reports how many it rewrote. Each row is
+// rewritten only if it still holds the value read, so every replica may
+// run it at once. The secrets themselves do not change, so no catalogue
+// version moves. A value no key opens is left alone (LoadCatalogue
+// reports it).
+func (s *Store) SealStoredSecrets(ctx context.Context) (int, error) {
+	if s.box == nil {
+		return 0, nil
+	}
+	var rows []Item
+	if err := s.db.WithContext(ctx).Select("id", "webhook_secret").Where("webhook_secret IS NOT NULL").Find(&rows).Error; err != nil {
+		return 0, fmt.Errorf("read webhook secrets: %w", err)
+	}
+	resealed := 0
+	for _, r := range rows {
+		plain := *r.WebhookSecret
+		if Sealed(plain) {
+			pt, current, err := s.box.open(r.ID, plain)
+			if err != nil || current {
+				continue
+			}
+			plain = pt
+		}
+		res := s.db.WithContext(ctx).Model(&Item{}).Where("id = ? AND webhook_secret = ?", r.ID, *r.WebhookSecret).
+			UpdateColumn("webhook_secret", s.box.seal(r.ID, plain))
+		if res.Error != nil {
+			return resealed, fmt.Errorf("seal the webhook secret of item %s: %w", r.ID, res.Error)
+		}
+		resealed += int(res.RowsAffected)
+	}
+	return resealed, nil
+}

@@ -1,0 +1,207 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/store"
+)
+
+func key(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
+
+func openDB(t *testing.T, url string) *store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// storedSecret is the webhook_secret column of an item, as the database
+// holds it.
+func storedSecret(t *testing.T, st *store.Store, id string) string {
+	t.Helper()
+	var v []string
+	if err := st.DB().Model(&store.Item{}).Where("id = ?", id).Pluck("webhook_secret", &v).Error; err != nil || len(v) != 1 {
+		t.Fatalf("read the stored secret: %v %v", v, err)
+	}
+	return v[0]
+}
+
+func secretOf(t *testing.T, st *store.Store, slug, name string) string {
+	t.Helper()
+	c, err := st.LoadCatalogue(context.Background(), slug)
+	if err != nil {
+		t.Fatalf("load catalogue: %v", err)
+	}
+	for _, it := range c.Items {
+		if it.Name == name && it.WebhookSecret != nil {
+			return *it.WebhookSecret
+		}
+	}
+	t.Fatalf("no secret for %s", name)
+	return ""
+}
+
+func addTool(t *testing.T, st *store.Store, slug, name, secret string) *store.Item {
+	t.Helper()
+	it := &store.Item{Kind: "tool", Name: name, Spec: `{"name":"` + name + `"}`, WebhookSecret: &secret}
+	if err := st.CreateItem(context.Background(), slug, it); err != nil {
+		t.Fatal(err)
+	}
+	return it
+}
+
+// TestWebhookSecretsAreSealedAtRest: with a secrets key, the database
+// holds no webhook secret in plaintext, on create, on update and after a
+// rotation of the secret, while LoadCatalogue (what signs deliveries)
+// reads the plaintext back.
+func TestWebhookSecretsAreSealedAtRest(t *testing.T) {
+	for _, d := range platformtest.Dialects() {
+		t.Run(d.Name, func(t *testing.T) {
+			ctx := context.Background()
+			st := openDB(t, d.New(t))
+			box, err := store.NewSecretBox(key(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			st.SealSecretsWith(box)
+			if err := st.CreateTenant(ctx, &store.Tenant{Slug: "acme", DisplayName: "Acme", Settings: "{}"}, false); err != nil {
+				t.Fatal(err)
+			}
+			const first = "whsec_first-secret-0123456789"
+			it := addTool(t, st, "acme", "order", first)
+			if *it.WebhookSecret != first {
+				t.Fatalf("the caller's item changed: %q", *it.WebhookSecret)
+			}
+			raw := storedSecret(t, st, it.ID)
+			if !store.Sealed(raw) || strings.Contains(raw, first) {
+				t.Fatalf("stored after create: %q", raw)
+			}
+			if got := secretOf(t, st, "acme", "order"); got != first {
+				t.Fatalf("loaded %q", got)
+			}
+
+			// An update that leaves the secret alone keeps it readable.
+			if _, err := st.UpdateItem(ctx, "acme", "tool", "order", 0, func(it *store.Item) error { it.Spec = `{"name":"order","x":1}`; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if got := secretOf(t, st, "acme", "order"); got != first {
+				t.Fatalf("after an update: %q", got)
+			}
+			// A rotated secret is sealed too.
+			const second = "whsec_second-secret-9876543210"
+			if _, err := st.UpdateItem(ctx, "acme", "tool", "order", 0, func(it *store.Item) error { s := second; it.WebhookSecret = &s; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if raw := storedSecret(t, st, it.ID); !store.Sealed(raw) || strings.Contains(raw, second) {
+				t.Fatalf("stored after rotation: %q", raw)
+			}
+			if got := secretOf(t, st, "acme", "order"); got != second {
+				t.Fatalf("after rotation: %q", got)
+			}
+		})
+	}
+}
+
+// TestSecretsWrittenBeforeAKeyAreSealedAndKeysRotate: secrets stored in
+// plaintext before a key was configured are sealed by SealStoredSecrets;
+// with a new key first and the old one after, they are resealed under the
+// new key, and once the old key is dropped they still open.
+func TestSecretsWrittenBeforeAKeyAreSealedAndKeysRotate(t *testing.T) {
+	ctx := context.Background()
+	url := platformtest.SQLiteURL(t)
+	st := openDB(t, url)
+	if err := st.CreateTenant(ctx, &store.Tenant{Slug: "acme", DisplayName: "Acme", Settings: "{}"}, false); err != nil {
+		t.Fatal(err)
+	}
+	const secret = "whsec_legacy-plaintext-secret"
+	it := addTool(t, st, "acme", "order", secret)
+	if raw := storedSecret(t, st, it.ID); raw != secret {
+		t.Fatalf("without a key the secret is stored as is: %q", raw)
+	}
+
+	old, _ := store.NewSecretBox(key(1))
+	st.SealSecretsWith(old)
+	if n, err := st.SealStoredSecrets(ctx); err != nil || n != 1 {
+		t.Fatalf("sealing the legacy secret: %d %v", n, err)
+	}
+	sealedOld := storedSecret(t, st, it.ID)
+	if !store.Sealed(sealedOld) || secretOf(t, st, "acme", "order") != secret {
+		t.Fatalf("after sealing: %q", sealedOld)
+	}
+	if n, _ := st.SealStoredSecrets(ctx); n != 0 {
+		t.Fatalf("a second pass resealed %d", n)
+	}
+
+	rotated, _ := store.NewSecretBox(key(2), key(1))
+	st.SealSecretsWith(rotated)
+	if got := secretOf(t, st, "acme", "order"); got != secret {
+		t.Fatalf("the old key no longer opens: %q", got)
+	}
+	if n, err := st.SealStoredSecrets(ctx); err != nil || n != 1 {
+		t.Fatalf("resealing under the new key: %d %v", n, err)
+	}
+	newOnly, _ := store.NewSecretBox(key(2))
+	st.SealSecretsWith(newOnly)
+	if got := secretOf(t, st, "acme", "order"); got != secret {
+		t.Fatalf("under the new key alone: %q", got)
+	}
+}
+
+// TestASecretThatCannotBeOpenedFailsTheLoadWithoutShowingIt: under the
+// wrong key, with no key at all, or copied into another item's row, a
+// sealed secret fails the catalogue load (the tenant fails closed) with
+// an error naming the item and never the value.
+func TestASecretThatCannotBeOpenedFailsTheLoadWithoutShowingIt(t *testing.T) {
+	ctx := context.Background()
+	st := openDB(t, platformtest.SQLiteURL(t))
+	box, _ := store.NewSecretBox(key(1))
+	st.SealSecretsWith(box)
+	if err := st.CreateTenant(ctx, &store.Tenant{Slug: "acme", DisplayName: "Acme", Settings: "{}"}, false); err != nil {
+		t.Fatal(err)
+	}
+	a := addTool(t, st, "acme", "alpha", "whsec_alpha")
+	b := addTool(t, st, "acme", "beta", "whsec_beta")
+
+	check := func(what string) {
+		t.Helper()
+		_, err := st.LoadCatalogue(ctx, "acme")
+		if !errors.Is(err, store.ErrSecretUnreadable) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if strings.Contains(err.Error(), "sealed:v1:") || strings.Contains(err.Error(), "whsec_") {
+			t.Fatalf("%s: the error shows the secret: %v", what, err)
+		}
+	}
+	wrong, _ := store.NewSecretBox(key(9))
+	st.SealSecretsWith(wrong)
+	check("under another key")
+	st.SealSecretsWith(nil)
+	check("with no key")
+
+	st.SealSecretsWith(box)
+	moved := storedSecret(t, st, a.ID)
+	if err := st.DB().Model(&store.Item{}).Where("id = ?", b.ID).UpdateColumn("webhook_secret", moved).Error; err != nil {
+		t.Fatal(err)
+	}
+	check("copied into another row")
+}
+
+func TestSecretBoxRefusesShortKeys(t *testing.T) {
+	if _, err := store.NewSecretBox(make([]byte, 31)); err == nil {
+		t.Fatal("a 31-byte key was accepted")
+	}
+	if _, err := store.NewSecretBox(); err == nil {
+		t.Fatal("no key was accepted")
+	}
+}
