@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"flag"
 	"strings"
@@ -12,39 +13,57 @@ import (
 	"github.com/opsmcp/platform/store"
 )
 
-// TestWhereTheWebhookSecretsKeyComesFrom: --secrets-keys seals webhook
-// secrets; without it the local keys provider's master key does; with
-// neither they are stored as written, and the start says so.
-func TestWhereTheWebhookSecretsKeyComesFrom(t *testing.T) {
-	mk := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
-	for _, c := range []struct {
-		name   string
-		cfg    func(*config.Config)
-		sealed bool
-		log    string
-	}{
-		{"secrets-keys", func(*config.Config) {}, true, `"key_from":"secrets-keys"`},
-		{"master key", func(c *config.Config) {
-			c.SecretsKeys, c.Keys.Provider, c.Keys.MasterKey = "", "local", mk
-		}, true, `"key_from":"keys-master-key"`},
-		{"none", func(c *config.Config) { c.SecretsKeys = "" }, false, "webhook secrets are stored unsealed"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			p := platformtest.Start(t, platformtest.SQLiteURL(t), platformtest.WithConfig(c.cfg))
-			p.Tenant(t, "acme")
-			secret := p.Tool(t, "acme", map[string]any{"name": "order", "description": "x",
-				"inputSchema": map[string]any{"type": "object"}, "handler": map[string]any{"url": "http://127.0.0.1:1/hook"}})
-			var stored []string
-			if err := p.Server.Store().DB().Model(&store.Item{}).Where("name = ?", "order").Pluck("webhook_secret", &stored).Error; err != nil || len(stored) != 1 {
-				t.Fatalf("read the column: %v %v", stored, err)
-			}
-			if got := store.Sealed(stored[0]); got != c.sealed || (c.sealed && strings.Contains(stored[0], secret)) {
-				t.Fatalf("stored %q for secret %q: sealed %v, want %v", stored[0], secret, got, c.sealed)
-			}
-			if !strings.Contains(p.Logs.String(), c.log) {
-				t.Fatalf("the start did not log %s", c.log)
-			}
-		})
+// storedSecret reads the webhook_secret column of the tool named name.
+func storedSecret(t *testing.T, p *platformtest.Platform, name string) string {
+	t.Helper()
+	var stored []string
+	if err := p.Server.Store().DB().Model(&store.Item{}).Where("name = ?", name).Pluck("webhook_secret", &stored).Error; err != nil || len(stored) != 1 {
+		t.Fatalf("read the column: %v %v", stored, err)
+	}
+	return stored[0]
+}
+
+func hookTool(name string) map[string]any {
+	return map[string]any{"name": name, "description": "x", "inputSchema": map[string]any{"type": "object"},
+		"handler": map[string]any{"url": "http://127.0.0.1:1/hook"}}
+}
+
+// TestSecretsStoredBeforeSealingAreSealedAtTheNextStart: a platform
+// without --secrets-keys stores secrets as written and says so at start;
+// a replica started with a key on the same database seals them, and
+// serves the tool with the same secret.
+func TestSecretsStoredBeforeSealingAreSealedAtTheNextStart(t *testing.T) {
+	db := platformtest.SQLiteURL(t)
+	plain := platformtest.Start(t, db, platformtest.WithConfig(func(c *config.Config) { c.SecretsKeys = "" }))
+	if !strings.Contains(plain.Logs.String(), "webhook secrets are stored unsealed") {
+		t.Fatal("a start without a secrets key did not warn")
+	}
+	plain.Tenant(t, "acme")
+	secret := plain.Tool(t, "acme", hookTool("order"))
+	if got := storedSecret(t, plain, "order"); got != secret {
+		t.Fatalf("without a key: stored %q", got)
+	}
+
+	sealed := platformtest.Start(t, db)
+	if got := storedSecret(t, sealed, "order"); !store.Sealed(got) || strings.Contains(got, secret) {
+		t.Fatalf("after a start with a key: stored %q", got)
+	}
+	if !strings.Contains(sealed.Logs.String(), `"resealed":1`) {
+		t.Fatal("the start did not report the reseal")
+	}
+	c, err := sealed.Server.Store().LoadCatalogue(context.Background(), "acme")
+	if err != nil || len(c.Items) != 1 || *c.Items[0].WebhookSecret != secret {
+		t.Fatalf("the catalogue the sealing replica signs with: %v", err)
+	}
+}
+
+// TestAnUnmigratedDatabaseStillStartsWithASecretsKey: with migrations
+// left to a separate job, a replica with a secrets key starts and reports
+// the pending migrations instead of failing on the missing tables.
+func TestAnUnmigratedDatabaseStillStartsWithASecretsKey(t *testing.T) {
+	p := platformtest.Start(t, platformtest.SQLiteURL(t), platformtest.WithConfig(func(c *config.Config) { c.Migrate = false }))
+	if !strings.Contains(p.Logs.String(), "not migrated yet") {
+		t.Fatal("the start did not say why it did not reseal")
 	}
 }
 

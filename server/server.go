@@ -57,20 +57,15 @@ func WithTelemetry(t *telemetry.Telemetry) Option {
 }
 
 // sealSecrets makes the store seal webhook secrets at rest under
-// --secrets-keys (or, with the local keys provider, a key derived from its
-// master key) and seals the ones written before.
+// --secrets-keys and reseals those written before (plaintext, or under a
+// key no longer first). Sealing is opt-in: a replica of an earlier version
+// would sign with a sealed value as if it were the secret, so it is turned
+// on once every replica reads sealed secrets. A failed reseal is logged,
+// not fatal: the next start retries, and sealed or not, secrets still open.
 func sealSecrets(ctx context.Context, cfg *config.Config, st *store.Store, log *slog.Logger) error {
 	secretKeys, err := cfg.SecretKeys()
 	if err != nil {
 		return err
-	}
-	from := "secrets-keys"
-	if secretKeys == nil && cfg.Keys.Provider == keys.ProviderLocal {
-		mk, err := base64.StdEncoding.DecodeString(cfg.Keys.MasterKey)
-		if err != nil {
-			return errors.New("keys-master-key: not base64")
-		}
-		secretKeys, from = [][]byte{mk}, "keys-master-key"
 	}
 	if secretKeys == nil {
 		log.Warn("webhook secrets are stored unsealed in the database: set --secrets-keys to seal them")
@@ -81,11 +76,16 @@ func sealSecrets(ctx context.Context, cfg *config.Config, st *store.Store, log *
 		return err
 	}
 	st.SealSecretsWith(box)
+	if pending, err := st.Pending(ctx); err != nil || pending > 0 {
+		log.Warn("stored webhook secrets not resealed: the database is not migrated yet; the next start reseals them", "pending_migrations", pending, "err", err)
+		return nil
+	}
 	n, err := st.SealStoredSecrets(ctx)
 	if err != nil {
-		return err
+		log.Warn("stored webhook secrets not all resealed; the next start retries", "resealed", n, "err", err)
+		return nil
 	}
-	log.Info("webhook secrets sealed at rest", "key_from", from, "resealed", n)
+	log.Info("webhook secrets sealed at rest", "keys", len(secretKeys), "resealed", n)
 	return nil
 }
 

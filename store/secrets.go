@@ -97,13 +97,24 @@ func (b *SecretBox) open(itemID, stored string) (plain string, current bool, err
 // keeps secrets as they are written (plaintext).
 func (s *Store) SealSecretsWith(b *SecretBox) { s.box = b }
 
-// sealForWrite returns the value to store for secret: sealed for itemID
-// when a box is configured and the value is not sealed already.
+// sealForWrite returns the value to store for secret when a box is
+// configured: sealed under the first key. An update writes back the value
+// it read, which a reseal may have replaced in the meantime; resealing it
+// here keeps an old key's value from coming back. A sealed value no key
+// opens is kept as it is.
 func (s *Store) sealForWrite(itemID string, secret *string) *string {
-	if s.box == nil || secret == nil || Sealed(*secret) {
+	if s.box == nil || secret == nil {
 		return secret
 	}
-	v := s.box.seal(itemID, *secret)
+	plain := *secret
+	if Sealed(plain) {
+		pt, current, err := s.box.open(itemID, plain)
+		if err != nil || current {
+			return secret
+		}
+		plain = pt
+	}
+	v := s.box.seal(itemID, plain)
 	return &v
 }
 

@@ -118,8 +118,13 @@ func TestWebhookSecretsAreSealedAtRest(t *testing.T) {
 // with a new key first and the old one after, they are resealed under the
 // new key, and once the old key is dropped they still open.
 func TestSecretsWrittenBeforeAKeyAreSealedAndKeysRotate(t *testing.T) {
+	for _, d := range platformtest.Dialects() {
+		t.Run(d.Name, func(t *testing.T) { secretsWrittenBeforeAKey(t, d.New(t)) })
+	}
+}
+
+func secretsWrittenBeforeAKey(t *testing.T, url string) {
 	ctx := context.Background()
-	url := platformtest.SQLiteURL(t)
 	st := openDB(t, url)
 	if err := st.CreateTenant(ctx, &store.Tenant{Slug: "acme", DisplayName: "Acme", Settings: "{}"}, false); err != nil {
 		t.Fatal(err)
@@ -155,6 +160,40 @@ func TestSecretsWrittenBeforeAKeyAreSealedAndKeysRotate(t *testing.T) {
 	st.SealSecretsWith(newOnly)
 	if got := secretOf(t, st, "acme", "order"); got != secret {
 		t.Fatalf("under the new key alone: %q", got)
+	}
+
+	// An update that read a value under the old key (a reseal came in
+	// between) writes it back under the new one.
+	if err := st.DB().Model(&store.Item{}).Where("id = ?", it.ID).UpdateColumn("webhook_secret", sealedOld).Error; err != nil {
+		t.Fatal(err)
+	}
+	st.SealSecretsWith(rotated)
+	if _, err := st.UpdateItem(ctx, "acme", "tool", "order", 0, func(it *store.Item) error { it.Spec = `{"name":"order","y":2}`; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	st.SealSecretsWith(newOnly)
+	if got := secretOf(t, st, "acme", "order"); got != secret {
+		t.Fatalf("after an update of an old-key value: %q", got)
+	}
+}
+
+// TestSealingTheSameSecretTwiceDiffers: every seal takes a fresh nonce,
+// so equal secrets do not show as equal values in the database.
+func TestSealingTheSameSecretTwiceDiffers(t *testing.T) {
+	ctx := context.Background()
+	st := openDB(t, platformtest.SQLiteURL(t))
+	box, _ := store.NewSecretBox(key(1))
+	st.SealSecretsWith(box)
+	if err := st.CreateTenant(ctx, &store.Tenant{Slug: "acme", DisplayName: "Acme", Settings: "{}"}, false); err != nil {
+		t.Fatal(err)
+	}
+	a := addTool(t, st, "acme", "alpha", "whsec_same")
+	first := storedSecret(t, st, a.ID)
+	if _, err := st.UpdateItem(ctx, "acme", "tool", "alpha", 0, func(it *store.Item) error { s := "whsec_same"; it.WebhookSecret = &s; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if second := storedSecret(t, st, a.ID); second == first {
+		t.Fatalf("the same secret sealed twice for one item gave the same value %q", first)
 	}
 }
 
