@@ -72,7 +72,7 @@ func Flags(fs *flag.FlagSet) *Config {
 	fs.Int64Var(&c.WebhookMaxResponse, "webhook-max-response-bytes", 4<<20, "largest webhook answer accepted, in bytes")
 	fs.DurationVar(&c.CatalogueRefresh, "catalogue-refresh", time.Second, "how often each replica checks for catalogue changes made elsewhere")
 	fs.StringVar(&c.StateKeys, "state-keys", "", "comma-separated base64 request-state secrets (≥32 bytes each), minting key first; shared by all replicas (default: a random per-process key)")
-	fs.StringVar(&c.SecretsKeys, "secrets-keys", "", "comma-separated base64 keys (≥32 bytes each) sealing webhook secrets in the database, sealing key first; share them across replicas (default: derived from --keys-master-key with the local keys provider, else secrets are stored unsealed)")
+	fs.StringVar(&c.SecretsKeys, "secrets-keys", "", "comma-separated base64 keys (≥32 bytes each) sealing webhook secrets in the database, sealing key first; the same on every replica (default: none, and secrets are stored unsealed)")
 	fs.StringVar(&c.ConfigFile, "config", "", "optional YAML file of settings, keyed by flag name")
 	fs.StringVar(&c.AdminIssuer, "admin-issuer", "", "OIDC issuer admins sign in with (authorization code + PKCE); empty disables admin sign-in")
 	fs.StringVar(&c.AdminClientID, "admin-client-id", "", "OAuth client id of the admin sign-in")
