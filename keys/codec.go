@@ -148,7 +148,8 @@ func (c *tenantCodec) Unseal(ctx context.Context, token string) ([]byte, string,
 // forcedRefreshEvery, so tokens under made-up key ids cannot make a
 // replica hammer the key store. Every round that needs such a read waits
 // for it, or for its own context: answering from the ring the read is
-// about to replace would reject every round that arrived during it. Rounds in the rate limit's shadow use what the last read found.
+// about to replace would reject every round that arrived during it.
+// Rounds in the rate limit's shadow use what the last read found.
 func (c *tenantCodec) refreshForUnknownKey(ctx context.Context) {
 	e := c.e
 	e.forceMu.Lock()
