@@ -80,12 +80,15 @@ func sealSecrets(ctx context.Context, cfg *config.Config, st *store.Store, log *
 		log.Warn("stored webhook secrets not resealed: the database is not migrated yet; the next start reseals them", "pending_migrations", pending, "err", err)
 		return nil
 	}
-	n, err := st.SealStoredSecrets(ctx)
+	r, err := st.SealStoredSecrets(ctx)
 	if err != nil {
-		log.Warn("stored webhook secrets not all resealed; the next start retries", "resealed", n, "err", err)
+		log.Warn("stored webhook secrets not all resealed; the next start retries", "resealed", r.Resealed, "err", err)
 		return nil
 	}
-	log.Info("webhook secrets sealed at rest", "keys", len(secretKeys), "resealed", n)
+	log.Info("webhook secrets sealed at rest", "keys", len(secretKeys), "resealed", r.Resealed)
+	if r.Unreadable > 0 {
+		log.Error("webhook secrets that no configured secrets key opens: their tenants fail closed", "count", r.Unreadable)
+	}
 	return nil
 }
 

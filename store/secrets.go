@@ -139,37 +139,50 @@ func (s *Store) openItems(items []Item) error {
 	return nil
 }
 
+// Reseal is what SealStoredSecrets did.
+type Reseal struct {
+	// Resealed counts secrets sealed under the first key that were in
+	// plaintext or under another key.
+	Resealed int
+	// Unreadable counts sealed secrets that no configured key opens:
+	// their tenants fail closed until a key that opens them is configured.
+	Unreadable int
+}
+
 // SealStoredSecrets seals every webhook secret still stored in plaintext
 // (written before a secrets key was configured) or sealed under a key
-// other than the first, and reports how many it rewrote. Each row is
-// rewritten only if it still holds the value read, so every replica may
-// run it at once. The secrets themselves do not change, so no catalogue
-// version moves. A value no key opens is left alone (LoadCatalogue
-// reports it).
-func (s *Store) SealStoredSecrets(ctx context.Context) (int, error) {
+// other than the first. Each row is rewritten only if it still holds the
+// value read, so every replica may run it at once. The secrets themselves
+// do not change, so no catalogue version moves. A value no key opens is
+// left alone and counted.
+func (s *Store) SealStoredSecrets(ctx context.Context) (Reseal, error) {
+	var r Reseal
 	if s.box == nil {
-		return 0, nil
+		return r, errors.New("store: no secrets key to seal with")
 	}
 	var rows []Item
 	if err := s.db.WithContext(ctx).Select("id", "webhook_secret").Where("webhook_secret IS NOT NULL").Find(&rows).Error; err != nil {
-		return 0, fmt.Errorf("read webhook secrets: %w", err)
+		return r, fmt.Errorf("read webhook secrets: %w", err)
 	}
-	resealed := 0
-	for _, r := range rows {
-		plain := *r.WebhookSecret
+	for _, row := range rows {
+		plain := *row.WebhookSecret
 		if Sealed(plain) {
-			pt, current, err := s.box.open(r.ID, plain)
-			if err != nil || current {
+			pt, current, err := s.box.open(row.ID, plain)
+			if err != nil {
+				r.Unreadable++
+				continue
+			}
+			if current {
 				continue
 			}
 			plain = pt
 		}
-		res := s.db.WithContext(ctx).Model(&Item{}).Where("id = ? AND webhook_secret = ?", r.ID, *r.WebhookSecret).
-			UpdateColumn("webhook_secret", s.box.seal(r.ID, plain))
+		res := s.db.WithContext(ctx).Model(&Item{}).Where("id = ? AND webhook_secret = ?", row.ID, *row.WebhookSecret).
+			UpdateColumn("webhook_secret", s.box.seal(row.ID, plain))
 		if res.Error != nil {
-			return resealed, fmt.Errorf("seal the webhook secret of item %s: %w", r.ID, res.Error)
+			return r, fmt.Errorf("seal the webhook secret of item %s: %w", row.ID, res.Error)
 		}
-		resealed += int(res.RowsAffected)
+		r.Resealed += int(res.RowsAffected)
 	}
-	return resealed, nil
+	return r, nil
 }

@@ -137,15 +137,15 @@ func secretsWrittenBeforeAKey(t *testing.T, url string) {
 
 	old, _ := store.NewSecretBox(key(1))
 	st.SealSecretsWith(old)
-	if n, err := st.SealStoredSecrets(ctx); err != nil || n != 1 {
-		t.Fatalf("sealing the legacy secret: %d %v", n, err)
+	if r, err := st.SealStoredSecrets(ctx); err != nil || r.Resealed != 1 || r.Unreadable != 0 {
+		t.Fatalf("sealing the legacy secret: %+v %v", r, err)
 	}
 	sealedOld := storedSecret(t, st, it.ID)
 	if !store.Sealed(sealedOld) || secretOf(t, st, "acme", "order") != secret {
 		t.Fatalf("after sealing: %q", sealedOld)
 	}
-	if n, _ := st.SealStoredSecrets(ctx); n != 0 {
-		t.Fatalf("a second pass resealed %d", n)
+	if r, _ := st.SealStoredSecrets(ctx); r.Resealed != 0 {
+		t.Fatalf("a second pass resealed %d", r.Resealed)
 	}
 
 	rotated, _ := store.NewSecretBox(key(2), key(1))
@@ -153,8 +153,8 @@ func secretsWrittenBeforeAKey(t *testing.T, url string) {
 	if got := secretOf(t, st, "acme", "order"); got != secret {
 		t.Fatalf("the old key no longer opens: %q", got)
 	}
-	if n, err := st.SealStoredSecrets(ctx); err != nil || n != 1 {
-		t.Fatalf("resealing under the new key: %d %v", n, err)
+	if r, err := st.SealStoredSecrets(ctx); err != nil || r.Resealed != 1 {
+		t.Fatalf("resealing under the new key: %+v %v", r, err)
 	}
 	newOnly, _ := store.NewSecretBox(key(2))
 	st.SealSecretsWith(newOnly)
@@ -225,6 +225,9 @@ func TestASecretThatCannotBeOpenedFailsTheLoadWithoutShowingIt(t *testing.T) {
 	wrong, _ := store.NewSecretBox(key(9))
 	st.SealSecretsWith(wrong)
 	check("under another key")
+	if r, err := st.SealStoredSecrets(ctx); err != nil || r.Unreadable != 2 || r.Resealed != 0 {
+		t.Fatalf("a reseal under another key: %+v %v", r, err)
+	}
 	st.SealSecretsWith(nil)
 	check("with no key")
 

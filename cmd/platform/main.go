@@ -36,6 +36,8 @@ const usage = `platform: a hosted, multi-tenant MCP platform.
 Usage:
   platform serve [flags]     run a replica (see platform serve --help)
   platform migrate [flags]   apply pending database migrations and exit
+  platform reseal-secrets [flags]
+                             seal stored webhook secrets under the first of --secrets-keys
   platform call URL ...      call an MCP endpoint (see platform call --help)
   platform keys VERB ...     show, rotate or revoke a tenant's keys (see platform keys help)
   platform version           print the version
@@ -51,6 +53,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(args[1:], stderr)
 	case "migrate":
 		return migrate(args[1:], stdout, stderr)
+	case "reseal-secrets":
+		return resealSecrets(args[1:], stdout, stderr)
 	case "keys":
 		return keysCmd(args[1:], stdout, stderr)
 	case "call":
@@ -123,6 +127,48 @@ func serve(args []string, stderr io.Writer) int {
 		return 1
 	}
 	log.Info("stopped cleanly")
+	return 0
+}
+
+// resealSecrets seals every stored webhook secret under the first of
+// --secrets-keys, so that an old key can be dropped once it says none is
+// left unreadable. Replicas do the same at every start; this is for after
+// a key change, without a restart.
+func resealSecrets(args []string, stdout, stderr io.Writer) int {
+	cfg, code, ok := load("reseal-secrets", "platform reseal-secrets: seal every stored webhook secret that is in plaintext or under a key other than the first of --secrets-keys, and report the ones no key opens (exit 1 if any).", args, stderr)
+	if !ok {
+		return code
+	}
+	keys, err := cfg.SecretKeys()
+	if err == nil && keys == nil {
+		err = errors.New("--secrets-keys (or PLATFORM_SECRETS_KEYS) is required")
+	}
+	var box *store.SecretBox
+	if err == nil {
+		box, err = store.NewSecretBox(keys...)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "platform reseal-secrets:", err)
+		return 2
+	}
+	ctx := context.Background()
+	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		fmt.Fprintln(stderr, "platform reseal-secrets:", err)
+		return 1
+	}
+	defer st.Close()
+	st.SealSecretsWith(box)
+	r, err := st.SealStoredSecrets(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "platform reseal-secrets:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "resealed %d webhook secret(s) under the first key\n", r.Resealed)
+	if r.Unreadable > 0 {
+		fmt.Fprintf(stderr, "platform reseal-secrets: %d sealed webhook secret(s) open under none of the given keys; their tenants fail closed: keep the key that sealed them\n", r.Unreadable)
+		return 1
+	}
 	return 0
 }
 
