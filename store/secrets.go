@@ -106,16 +106,23 @@ func (s *Store) sealForWrite(itemID string, secret *string) *string {
 	if s.box == nil || secret == nil {
 		return secret
 	}
-	plain := *secret
-	if Sealed(plain) {
-		pt, current, err := s.box.open(itemID, plain)
+	v, _, _ := s.box.reseal(itemID, *secret)
+	return &v
+}
+
+// reseal returns stored (plaintext, or sealed under any key) sealed under
+// the first key, and whether that changed it. A sealed value no key opens
+// is returned as it is, with ErrSecretUnreadable.
+func (b *SecretBox) reseal(itemID, stored string) (string, bool, error) {
+	plain := stored
+	if Sealed(stored) {
+		pt, current, err := b.open(itemID, stored)
 		if err != nil || current {
-			return secret
+			return stored, false, err
 		}
 		plain = pt
 	}
-	v := s.box.seal(itemID, plain)
-	return &v
+	return b.seal(itemID, plain), true, nil
 }
 
 // openItems replaces the sealed webhook secrets of items with their
@@ -165,20 +172,15 @@ func (s *Store) SealStoredSecrets(ctx context.Context) (Reseal, error) {
 		return r, fmt.Errorf("read webhook secrets: %w", err)
 	}
 	for _, row := range rows {
-		plain := *row.WebhookSecret
-		if Sealed(plain) {
-			pt, current, err := s.box.open(row.ID, plain)
-			if err != nil {
-				r.Unreadable++
-				continue
-			}
-			if current {
-				continue
-			}
-			plain = pt
+		v, changed, err := s.box.reseal(row.ID, *row.WebhookSecret)
+		if err != nil {
+			r.Unreadable++
+		}
+		if !changed {
+			continue
 		}
 		res := s.db.WithContext(ctx).Model(&Item{}).Where("id = ? AND webhook_secret = ?", row.ID, *row.WebhookSecret).
-			UpdateColumn("webhook_secret", s.box.seal(row.ID, plain))
+			UpdateColumn("webhook_secret", v)
 		if res.Error != nil {
 			return r, fmt.Errorf("seal the webhook secret of item %s: %w", row.ID, res.Error)
 		}
