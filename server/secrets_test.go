@@ -7,6 +7,7 @@ import (
 	"flag"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opsmcp/platform/config"
 	"github.com/opsmcp/platform/internal/platformtest"
@@ -64,6 +65,39 @@ func TestAnUnmigratedDatabaseStillStartsWithASecretsKey(t *testing.T) {
 	p := platformtest.Start(t, platformtest.SQLiteURL(t), platformtest.WithConfig(func(c *config.Config) { c.Migrate = false }))
 	if !strings.Contains(p.Logs.String(), "not migrated yet") {
 		t.Fatal("the start did not say why it did not reseal")
+	}
+}
+
+// TestAReplicaThatCannotOpenARotatedSecretFailsTheTenantClosed: replica
+// b, with a key replica a lacks, rotates a tool's webhook secret. Replica
+// a, which had the tenant loaded, must not keep signing with the old
+// secret: once it sees the change it answers for the tenant with an
+// error, and its log says why.
+func TestAReplicaThatCannotOpenARotatedSecretFailsTheTenantClosed(t *testing.T) {
+	db := platformtest.SQLiteURL(t)
+	a := platformtest.Start(t, db)
+	a.Tenant(t, "acme")
+	a.Tool(t, "acme", hookTool("order"))
+	if r := a.MCP(t, "acme", "tools/list", nil); r.Status != 200 {
+		t.Fatalf("tools/list on a: %d %s", r.Status, r.Body)
+	}
+	other := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{5}, 32))
+	b := platformtest.Start(t, db, platformtest.WithConfig(func(c *config.Config) { c.SecretsKeys = other }))
+	b.MustAdmin(t, 200, "POST", "/api/v1/tenants/acme/tools/order/webhook-secret", nil)
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := a.MCP(t, "acme", "tools/list", nil)
+		if r.Status == 503 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a still serves the tenant after the secret it cannot open: %d %s", r.Status, r.Body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(a.Logs.String(), store.ErrSecretUnreadable.Error()) {
+		t.Fatal("a's log does not say why the tenant is unavailable")
 	}
 }
 

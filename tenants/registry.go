@@ -172,6 +172,15 @@ func (r *Registry) load(ctx context.Context, slug string) (*snapshot, error) {
 		r.mu.Unlock()
 		return nil, nil
 	}
+	if errors.Is(err, store.ErrSecretUnreadable) {
+		// Not a passing failure: a webhook secret written under a key
+		// this replica lacks. Serving the cached catalogue would sign
+		// with a secret that may have been replaced (rotated after a
+		// leak, say), so the tenant fails closed here until it loads.
+		r.mu.Lock()
+		delete(r.cache, slug)
+		r.mu.Unlock()
+	}
 	if err != nil {
 		return nil, err
 	}
