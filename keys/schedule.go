@@ -198,7 +198,9 @@ func keyIDs(r *Record) []string {
 
 // Advance performs the tenant's due transition now if it is due; it
 // reports which transition that was and whether this call made it (with
-// several replicas racing, exactly one does).
+// several replicas racing, exactly one does). Unlike Schedule it does not
+// wait out the key store's health or the margin after an outage: it is
+// for callers that decide that themselves.
 func (m *Manager) Advance(ctx context.Context, tenantID string) (Transition, bool, error) {
 	ttl, err := m.tenantTTL(ctx, tenantID)
 	if err != nil {
