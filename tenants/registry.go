@@ -69,6 +69,7 @@ type Registry struct {
 	cache   map[string]*snapshot
 	missing map[string]bool   // slugs known not to exist, until the next poll
 	slugs   map[string]string // tenant id -> slug, as of the last poll or load
+	failed  map[string]loadFailure
 	loading sync.Mutex
 
 	stop     context.CancelFunc
@@ -111,6 +112,7 @@ func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
 		cache:    map[string]*snapshot{},
 		revoked:  map[string]map[string]bool{},
 		missing:  map[string]bool{},
+		failed:   map[string]loadFailure{},
 		done:     make(chan struct{}),
 	}
 	if u, err := url.Parse(opts.PublicURL); err == nil {
@@ -137,12 +139,24 @@ func (r *Registry) Close() {
 	})
 }
 
+// loadFailure is a tenant whose catalogue could not be loaded: its
+// requests get the same error, without another read, until the next
+// refresh interval. One busy tenant that cannot load (a database error, a
+// webhook secret no configured key opens) then costs one read per
+// interval, not one per request, and does not hold up other tenants'
+// loads, which take turns.
+type loadFailure struct {
+	err   error
+	until time.Time
+}
+
 // lookup returns the tenant's snapshot, loading it on first use. It
 // returns nil for an unknown tenant.
 func (r *Registry) lookup(ctx context.Context, slug string) (*snapshot, error) {
 	r.mu.RLock()
 	s, ok := r.cache[slug]
 	miss := r.missing[slug]
+	f, failed := r.failed[slug]
 	r.mu.RUnlock()
 	if ok {
 		return s, nil
@@ -150,14 +164,21 @@ func (r *Registry) lookup(ctx context.Context, slug string) (*snapshot, error) {
 	if miss || !ValidSlug(slug) {
 		return nil, nil
 	}
+	if failed && time.Now().Before(f.until) {
+		return nil, f.err
+	}
 	// One load at a time: a burst of first requests does one read.
 	r.loading.Lock()
 	defer r.loading.Unlock()
 	r.mu.RLock()
 	s, ok = r.cache[slug]
+	f, failed = r.failed[slug]
 	r.mu.RUnlock()
 	if ok {
 		return s, nil
+	}
+	if failed && time.Now().Before(f.until) {
+		return nil, f.err
 	}
 	return r.load(ctx, slug)
 }
@@ -172,16 +193,17 @@ func (r *Registry) load(ctx context.Context, slug string) (*snapshot, error) {
 		r.mu.Unlock()
 		return nil, nil
 	}
-	if errors.Is(err, store.ErrSecretUnreadable) {
-		// Not a passing failure: a webhook secret written under a key
-		// this replica lacks. Serving the cached catalogue would sign
-		// with a secret that may have been replaced (rotated after a
-		// leak, say), so the tenant fails closed here until it loads.
-		r.mu.Lock()
-		delete(r.cache, slug)
-		r.mu.Unlock()
-	}
 	if err != nil {
+		r.mu.Lock()
+		r.failed[slug] = loadFailure{err: err, until: time.Now().Add(r.opts.Refresh)}
+		if errors.Is(err, store.ErrSecretUnreadable) {
+			// Not a passing failure: a webhook secret written under a key
+			// this replica lacks. Serving the cached catalogue would sign
+			// with a secret that may have been replaced (rotated after a
+			// leak, say), so the tenant fails closed here until it loads.
+			delete(r.cache, slug)
+		}
+		r.mu.Unlock()
 		return nil, err
 	}
 	s, errs := buildSnapshot(c)
@@ -193,6 +215,7 @@ func (r *Registry) load(ctx context.Context, slug string) (*snapshot, error) {
 	old := r.cache[slug]
 	r.cache[slug] = s
 	delete(r.missing, slug)
+	delete(r.failed, slug)
 	if r.slugs == nil {
 		r.slugs = map[string]string{}
 	}
@@ -219,6 +242,7 @@ func (r *Registry) Slug(tenantID string) (string, bool) {
 func (r *Registry) Invalidate(ctx context.Context, slug string) {
 	r.mu.Lock()
 	delete(r.missing, slug)
+	delete(r.failed, slug) // the change may be what it needed
 	_, cached := r.cache[slug]
 	r.mu.Unlock()
 	if !cached {
@@ -257,6 +281,12 @@ func (r *Registry) poll(ctx context.Context) {
 		r.mu.Lock()
 		r.missing = map[string]bool{}
 		r.slugs = slugs
+		now := time.Now()
+		for slug, f := range r.failed {
+			if !now.Before(f.until) {
+				delete(r.failed, slug)
+			}
+		}
 		var stale []string
 		for slug, s := range r.cache {
 			v, ok := current[slug]
