@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -83,7 +84,11 @@ func (reg *Registry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	snap, err := reg.lookup(ctx, slug)
 	if err != nil {
-		reg.log.ErrorContext(ctx, "tenant lookup failed", "tenant", slug, "err", err)
+		level := slog.LevelError
+		if errors.As(err, new(errStillFailing)) {
+			level = slog.LevelDebug // logged when the load failed
+		}
+		reg.log.Log(ctx, level, "tenant lookup failed", "tenant", slug, "err", err)
 		writeError(w, nil, newError(http.StatusServiceUnavailable, codeInternal, "Tenant catalogue unavailable", nil))
 		return
 	}

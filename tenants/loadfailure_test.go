@@ -3,6 +3,7 @@ package tenants_test
 import (
 	"bytes"
 	"encoding/base64"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,6 +41,9 @@ func TestATenantThatCannotLoadIsReadOncePerInterval(t *testing.T) {
 	}
 	if n := catalogueReads(); n != 1 {
 		t.Fatalf("20 requests within one interval read the catalogue %d times", n)
+	}
+	if n := strings.Count(a.Logs.String(), `"level":"ERROR","msg":"tenant lookup failed"`); n != 1 {
+		t.Fatalf("the failure was logged as an error %d times for one failed read", n)
 	}
 
 	// A fix made through a's admin API (here: the secret rotated, so a

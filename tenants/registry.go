@@ -150,6 +150,14 @@ type loadFailure struct {
 	until time.Time
 }
 
+// errStillFailing wraps a remembered load failure: the failure was
+// logged when the load ran, so a request that meets it need not log it
+// again.
+type errStillFailing struct{ err error }
+
+func (e errStillFailing) Error() string { return e.err.Error() }
+func (e errStillFailing) Unwrap() error { return e.err }
+
 // lookup returns the tenant's snapshot, loading it on first use. It
 // returns nil for an unknown tenant.
 func (r *Registry) lookup(ctx context.Context, slug string) (*snapshot, error) {
@@ -165,7 +173,7 @@ func (r *Registry) lookup(ctx context.Context, slug string) (*snapshot, error) {
 		return nil, nil
 	}
 	if failed && time.Now().Before(f.until) {
-		return nil, f.err
+		return nil, errStillFailing{f.err}
 	}
 	// One load at a time: a burst of first requests does one read.
 	r.loading.Lock()
@@ -178,7 +186,7 @@ func (r *Registry) lookup(ctx context.Context, slug string) (*snapshot, error) {
 		return s, nil
 	}
 	if failed && time.Now().Before(f.until) {
-		return nil, f.err
+		return nil, errStillFailing{f.err}
 	}
 	return r.load(ctx, slug)
 }
