@@ -2,11 +2,8 @@ package keys
 
 import (
 	"context"
-	"crypto/aes"
 	"crypto/cipher"
-	"crypto/hkdf"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -44,15 +41,7 @@ func newLocalBackend(st *store.Store, master []byte) (*localBackend, error) {
 		return nil, fmt.Errorf("keys-master-key must be at least 32 bytes of random data, base64-encoded (got %d bytes): "+
 			"generate one with `openssl rand -base64 32`", len(master))
 	}
-	k, err := hkdf.Key(sha256.New, master, nil, localInfo, 32)
-	if err != nil {
-		return nil, err
-	}
-	block, err := aes.NewCipher(k)
-	if err != nil {
-		return nil, err
-	}
-	aead, err := cipher.NewGCM(block)
+	aead, err := store.DeriveAEAD(master, localInfo)
 	if err != nil {
 		return nil, err
 	}

@@ -114,6 +114,24 @@ func rejection(_ *mrtr.Claims, err error) string {
 	return err.Error()
 }
 
+// phase is the tenant's rotation phase, read afresh.
+func phase(t *testing.T, m *keys.Manager, tenantID string) keys.Phase {
+	t.Helper()
+	v, err := m.Show(context.Background(), tenantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.Phase
+}
+
+// schedule runs one scheduler pass.
+func schedule(t *testing.T, m *keys.Manager) {
+	t.Helper()
+	if err := m.Schedule(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // revokeKey revokes keyID through m and returns the new minting key.
 func revokeKey(t *testing.T, m *keys.Manager, tenantID, keyID string) string {
 	t.Helper()
@@ -143,14 +161,6 @@ func TestRotationWaitsAMarginAfterTheKeyStoreReturns(t *testing.T) {
 	if v, err := m.RotateNow(ctx, id); err != nil || v.Phase != keys.PhaseStaged {
 		t.Fatalf("rotate now: %+v %v", v, err)
 	}
-	phase := func() keys.Phase {
-		t.Helper()
-		v, err := m.Show(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v.Phase
-	}
 
 	ctl.Down(true)
 	keys.RefreshAllForTest(m)
@@ -158,33 +168,25 @@ func TestRotationWaitsAMarginAfterTheKeyStoreReturns(t *testing.T) {
 		t.Fatalf("health with the store down: %+v", h)
 	}
 	c.Add(10 * m.Margin()) // the promotion is long due
-	if err := m.Schedule(ctx); err != nil {
-		t.Fatal(err)
-	}
+	schedule(t, m)
 
 	ctl.Down(false)
 	keys.RefreshAllForTest(m)
 	if h := m.Health(); h.Status != keys.HealthOK {
 		t.Fatalf("health with the store back: %+v", h)
 	}
-	if err := m.Schedule(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if p := phase(); p != keys.PhaseStaged {
+	schedule(t, m)
+	if p := phase(t, m, id); p != keys.PhaseStaged {
 		t.Fatalf("promoted on the first pass after the store returned (phase %s)", p)
 	}
 	c.Add(m.Margin() - time.Millisecond)
-	if err := m.Schedule(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if p := phase(); p != keys.PhaseStaged {
+	schedule(t, m)
+	if p := phase(t, m, id); p != keys.PhaseStaged {
 		t.Fatalf("promoted before a margin had passed (phase %s)", p)
 	}
 	c.Add(time.Millisecond)
-	if err := m.Schedule(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if p := phase(); p != keys.PhasePromoted {
+	schedule(t, m)
+	if p := phase(t, m, id); p != keys.PhasePromoted {
 		t.Fatalf("not promoted a margin after the store returned (phase %s)", p)
 	}
 }
@@ -243,32 +245,18 @@ func TestAStartingReplicaWaitsAMarginBeforeRotating(t *testing.T) {
 	c.Add(10 * first.Margin()) // the promotion is long due
 
 	m, _ := controlledManager(t, url, mk, c) // a replica starting now
-	phase := func() keys.Phase {
-		t.Helper()
-		v, err := m.Show(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v.Phase
-	}
-	schedule := func() {
-		t.Helper()
-		if err := m.Schedule(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	schedule()
-	if p := phase(); p != keys.PhaseStaged {
+	schedule(t, m)
+	if p := phase(t, m, id); p != keys.PhaseStaged {
 		t.Fatalf("promoted before the key store first answered this replica (phase %s)", p)
 	}
 	keys.RefreshAllForTest(m)
-	schedule()
-	if p := phase(); p != keys.PhaseStaged {
+	schedule(t, m)
+	if p := phase(t, m, id); p != keys.PhaseStaged {
 		t.Fatalf("promoted on the first pass after the key store first answered (phase %s)", p)
 	}
 	c.Add(m.Margin())
-	schedule()
-	if p := phase(); p != keys.PhasePromoted {
+	schedule(t, m)
+	if p := phase(t, m, id); p != keys.PhasePromoted {
 		t.Fatalf("not promoted a margin after the key store first answered (phase %s)", p)
 	}
 }
@@ -304,11 +292,9 @@ func TestATenantWhoseRingCannotBeReadFailsClosedAlone(t *testing.T) {
 		t.Fatalf("health with one tenant's ring unreadable: %+v", h)
 	}
 	c.Add(10 * m.Margin())
-	if err := m.Schedule(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if v, err := m.Show(ctx, good); err != nil || v.Phase != keys.PhasePromoted {
-		t.Fatalf("the other tenant's rotation: %+v %v", v, err)
+	schedule(t, m)
+	if p := phase(t, m, good); p != keys.PhasePromoted {
+		t.Fatalf("the other tenant's rotation: phase %s", p)
 	}
 
 	c.Add(3*time.Hour + time.Minute) // past the staleness limit

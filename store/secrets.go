@@ -27,12 +27,28 @@ type SecretBox struct {
 const sealedPrefix = "sealed:v1:"
 
 // infoWebhookSecrets separates these keys from any other derived from the
-// same material (the local key provider's master key, for one).
+// same material, should an operator reuse it.
 const infoWebhookSecrets = "opsmcp webhook secrets v1"
 
 // ErrSecretUnreadable: a sealed webhook secret that none of the
 // configured keys opens (another key, or the value was altered or moved).
 var ErrSecretUnreadable = errors.New("webhook secret cannot be opened with the configured secrets keys")
+
+// DeriveAEAD returns AES-256-GCM under a key derived from secret with
+// HKDF-SHA256 and info, which keeps keys derived from one secret for
+// different uses apart. What the platform seals in its database uses it:
+// webhook secrets here, the local provider's key rings in package keys.
+func DeriveAEAD(secret []byte, info string) (cipher.AEAD, error) {
+	k, err := hkdf.Key(sha256.New, secret, nil, info, 32)
+	if err != nil {
+		return nil, fmt.Errorf("derive a key: %w", err)
+	}
+	block, err := aes.NewCipher(k)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
+}
 
 // NewSecretBox derives the sealing keys from keys (each at least 32
 // bytes), the first of which seals.
@@ -45,17 +61,9 @@ func NewSecretBox(keys ...[]byte) (*SecretBox, error) {
 		if len(key) < 32 {
 			return nil, fmt.Errorf("store: secrets key %d is %d bytes; at least 32 are needed", i+1, len(key))
 		}
-		k, err := hkdf.Key(sha256.New, key, nil, infoWebhookSecrets, 32)
+		aead, err := DeriveAEAD(key, infoWebhookSecrets)
 		if err != nil {
-			return nil, fmt.Errorf("store: derive secrets key %d: %w", i+1, err)
-		}
-		block, err := aes.NewCipher(k)
-		if err != nil {
-			return nil, err
-		}
-		aead, err := cipher.NewGCM(block)
-		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("store: secrets key %d: %w", i+1, err)
 		}
 		b.aeads = append(b.aeads, aead)
 	}

@@ -13,14 +13,27 @@ import (
 
 func key(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
 
-func openDB(t *testing.T, url string) *store.Store {
+// acmeStore is a migrated store at url holding the tenant acme, sealing
+// under key(1) when sealed is set.
+func acmeStore(t *testing.T, url string, sealed bool) *store.Store {
 	t.Helper()
-	st, err := store.Open(context.Background(), url)
+	ctx := context.Background()
+	st, err := store.Open(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	if _, err := st.Migrate(context.Background()); err != nil {
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if sealed {
+		box, err := store.NewSecretBox(key(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.SealSecretsWith(box)
+	}
+	if err := st.CreateTenant(ctx, &store.Tenant{Slug: "acme", DisplayName: "Acme", Settings: "{}"}, false); err != nil {
 		t.Fatal(err)
 	}
 	return st
@@ -69,15 +82,7 @@ func TestWebhookSecretsAreSealedAtRest(t *testing.T) {
 	for _, d := range platformtest.Dialects() {
 		t.Run(d.Name, func(t *testing.T) {
 			ctx := context.Background()
-			st := openDB(t, d.New(t))
-			box, err := store.NewSecretBox(key(1))
-			if err != nil {
-				t.Fatal(err)
-			}
-			st.SealSecretsWith(box)
-			if err := st.CreateTenant(ctx, &store.Tenant{Slug: "acme", DisplayName: "Acme", Settings: "{}"}, false); err != nil {
-				t.Fatal(err)
-			}
+			st := acmeStore(t, d.New(t), true)
 			const first = "whsec_first-secret-0123456789"
 			it := addTool(t, st, "acme", "order", first)
 			if *it.WebhookSecret != first {
@@ -125,10 +130,7 @@ func TestSecretsWrittenBeforeAKeyAreSealedAndKeysRotate(t *testing.T) {
 
 func secretsWrittenBeforeAKey(t *testing.T, url string) {
 	ctx := context.Background()
-	st := openDB(t, url)
-	if err := st.CreateTenant(ctx, &store.Tenant{Slug: "acme", DisplayName: "Acme", Settings: "{}"}, false); err != nil {
-		t.Fatal(err)
-	}
+	st := acmeStore(t, url, false)
 	const secret = "whsec_legacy-plaintext-secret"
 	it := addTool(t, st, "acme", "order", secret)
 	if raw := storedSecret(t, st, it.ID); raw != secret {
@@ -181,12 +183,7 @@ func secretsWrittenBeforeAKey(t *testing.T, url string) {
 // so equal secrets do not show as equal values in the database.
 func TestSealingTheSameSecretTwiceDiffers(t *testing.T) {
 	ctx := context.Background()
-	st := openDB(t, platformtest.SQLiteURL(t))
-	box, _ := store.NewSecretBox(key(1))
-	st.SealSecretsWith(box)
-	if err := st.CreateTenant(ctx, &store.Tenant{Slug: "acme", DisplayName: "Acme", Settings: "{}"}, false); err != nil {
-		t.Fatal(err)
-	}
+	st := acmeStore(t, platformtest.SQLiteURL(t), true)
 	a := addTool(t, st, "acme", "alpha", "whsec_same")
 	first := storedSecret(t, st, a.ID)
 	if _, err := st.UpdateItem(ctx, "acme", "tool", "alpha", 0, func(it *store.Item) error { s := "whsec_same"; it.WebhookSecret = &s; return nil }); err != nil {
@@ -203,12 +200,7 @@ func TestSealingTheSameSecretTwiceDiffers(t *testing.T) {
 // an error naming the item and never the value.
 func TestASecretThatCannotBeOpenedFailsTheLoadWithoutShowingIt(t *testing.T) {
 	ctx := context.Background()
-	st := openDB(t, platformtest.SQLiteURL(t))
-	box, _ := store.NewSecretBox(key(1))
-	st.SealSecretsWith(box)
-	if err := st.CreateTenant(ctx, &store.Tenant{Slug: "acme", DisplayName: "Acme", Settings: "{}"}, false); err != nil {
-		t.Fatal(err)
-	}
+	st := acmeStore(t, platformtest.SQLiteURL(t), true)
 	a := addTool(t, st, "acme", "alpha", "whsec_alpha")
 	b := addTool(t, st, "acme", "beta", "whsec_beta")
 
@@ -231,6 +223,7 @@ func TestASecretThatCannotBeOpenedFailsTheLoadWithoutShowingIt(t *testing.T) {
 	st.SealSecretsWith(nil)
 	check("with no key")
 
+	box, _ := store.NewSecretBox(key(1)) // acmeStore's key
 	st.SealSecretsWith(box)
 	moved := storedSecret(t, st, a.ID)
 	if err := st.DB().Model(&store.Item{}).Where("id = ?", b.ID).UpdateColumn("webhook_secret", moved).Error; err != nil {

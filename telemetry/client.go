@@ -176,8 +176,8 @@ func ParseTraceparent(traceparent, tracestate string) (trace.SpanContext, bool) 
 
 // parseTraceparent00 reads a well-formed version-00 traceparent as the
 // propagator would: lowercase hex, ids not all zero, the sampled and
-// random flags, remote. ok is false for anything else, which the caller hands to
-// the propagator.
+// random flags, remote. ok is false for anything else, which the caller
+// hands to the propagator.
 func parseTraceparent00(h string) (trace.SpanContext, bool) {
 	if len(h) != 55 || h[:3] != "00-" || h[35] != '-' || h[52] != '-' {
 		return trace.SpanContext{}, false

@@ -88,21 +88,20 @@ func BenchmarkFlowTwoRounds(b *testing.B) {
 	hook := benchHook(b)
 	p := platformtest.Start(b, platformtest.SQLiteURL(b))
 	p.Tenant(b, "acme")
-	p.Tool(b, "acme", obj{"name": "confirm", "description": "x", "inputSchema": obj{"type": "object"},
-		"handler": obj{"url": hook.URL}, "inputs": []obj{formInput("ok", "Proceed?", "answer")}})
-	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}`
-	first := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"confirm","arguments":{},` + meta + `}}`)
+	p.Tool(b, "acme", confirmTool(hook.URL))
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	url := p.URL + "/t/acme/mcp"
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		res := post(b, client, url, "confirm", first)["result"].(map[string]any)
-		state, _ := json.Marshal(res["requestState"])
-		retry := []byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"confirm","arguments":{},"inputResponses":{"ok":{"action":"accept","content":{"answer":"yes"}}},"requestState":` + string(state) + `,` + meta + `}}`)
-		res = post(b, client, url, "confirm", retry)["result"].(map[string]any)
-		if res["resultType"] != "complete" {
-			b.Fatalf("flow did not complete: %v", res)
+		if err := tryFlow(client, url); err != nil {
+			b.Fatal(err)
 		}
 	}
+}
+
+// confirmTool asks one form question before its webhook is called.
+func confirmTool(hook string) obj {
+	return obj{"name": "confirm", "description": "x", "inputSchema": obj{"type": "object"},
+		"handler": obj{"url": hook}, "inputs": []obj{formInput("ok", "Proceed?", "answer")}}
 }

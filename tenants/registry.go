@@ -161,34 +161,36 @@ func (e errStillFailing) Unwrap() error { return e.err }
 // lookup returns the tenant's snapshot, loading it on first use. It
 // returns nil for an unknown tenant.
 func (r *Registry) lookup(ctx context.Context, slug string) (*snapshot, error) {
-	r.mu.RLock()
-	s, ok := r.cache[slug]
-	miss := r.missing[slug]
-	f, failed := r.failed[slug]
-	r.mu.RUnlock()
-	if ok {
-		return s, nil
+	if s, ok, err := r.known(slug); ok {
+		return s, err
 	}
+	r.mu.RLock()
+	miss := r.missing[slug]
+	r.mu.RUnlock()
 	if miss || !ValidSlug(slug) {
 		return nil, nil
-	}
-	if failed && time.Now().Before(f.until) {
-		return nil, errStillFailing{f.err}
 	}
 	// One load at a time: a burst of first requests does one read.
 	r.loading.Lock()
 	defer r.loading.Unlock()
-	r.mu.RLock()
-	s, ok = r.cache[slug]
-	f, failed = r.failed[slug]
-	r.mu.RUnlock()
-	if ok {
-		return s, nil
-	}
-	if failed && time.Now().Before(f.until) {
-		return nil, errStillFailing{f.err}
+	if s, ok, err := r.known(slug); ok {
+		return s, err
 	}
 	return r.load(ctx, slug)
+}
+
+// known answers for slug without a read when it can: its cached
+// snapshot, or the failure of a load that failed within the interval.
+func (r *Registry) known(slug string) (*snapshot, bool, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if s, ok := r.cache[slug]; ok {
+		return s, true, nil
+	}
+	if f, ok := r.failed[slug]; ok && time.Now().Before(f.until) {
+		return nil, true, errStillFailing{f.err}
+	}
+	return nil, false, nil
 }
 
 // load reads a tenant's catalogue into the cache.
@@ -197,6 +199,7 @@ func (r *Registry) load(ctx context.Context, slug string) (*snapshot, error) {
 	if errors.Is(err, store.ErrNotFound) {
 		r.mu.Lock()
 		delete(r.cache, slug)
+		delete(r.failed, slug)
 		r.missing[slug] = true
 		r.mu.Unlock()
 		return nil, nil

@@ -45,13 +45,13 @@ func otlpSink(b *testing.B) (*httptest.Server, *atomic.Int64) {
 var roundBody = []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"tool0007","arguments":{"msg":"hi"},` + validMeta + `}}`)
 
 // roundPlatform starts a platform with tel, a tenant, the tool of
-// roundBody and the two-round confirm tool of tryFlow, answered by hook, and returns the tenant's MCP endpoint.
+// roundBody and the two-round confirm tool of tryFlow, both answered by
+// hook, and returns the tenant's MCP endpoint.
 func roundPlatform(b *testing.B, tel *telemetry.Telemetry, hook string) string {
 	p := platformtest.Start(b, platformtest.SQLiteURL(b), platformtest.WithServer(server.WithTelemetry(tel)))
 	p.Tenant(b, "acme")
 	p.Tool(b, "acme", echoTool("tool0007", hook))
-	p.Tool(b, "acme", obj{"name": "confirm", "description": "x", "inputSchema": obj{"type": "object"},
-		"handler": obj{"url": hook}, "inputs": []obj{formInput("ok", "Proceed?", "answer")}})
+	p.Tool(b, "acme", confirmTool(hook))
 	return p.URL + "/t/acme/mcp"
 }
 
