@@ -101,15 +101,33 @@ func leanOTLP(getenv func(string) string, tgt *otlpTarget) (*otlpHTTPExporter, e
 	return e, nil
 }
 
-// ExportSpans sends one batch. It runs on the batch processor's
-// goroutine, never on a request.
+// ExportSpans sends one batch of the SDK's spans.
 func (e *otlpHTTPExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	return exportBatch(ctx, e, spans)
+}
+
+// export sends one batch of the platform's own spans. It runs on the
+// batch processor's goroutine, never on a request.
+func (e *otlpHTTPExporter) export(ctx context.Context, spans []*span) error {
+	return exportBatch(ctx, e, spans)
+}
+
+func (e *otlpHTTPExporter) shutdown(ctx context.Context) error { return e.Shutdown(ctx) }
+
+// exportBatch encodes spans into e's buffer and posts them.
+func exportBatch[S spanData](ctx context.Context, e *otlpHTTPExporter, spans []S) error {
 	if e.stopped.Load() || len(spans) == 0 {
 		return nil
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.buf = appendExportRequest(e.buf[:0], spans)
+	return e.post(ctx)
+}
+
+// post sends e.buf (compressed when configured), retrying what OTLP/HTTP
+// says to retry, within the export timeout. e.mu is held.
+func (e *otlpHTTPExporter) post(ctx context.Context) error {
 	body := e.buf
 	if e.gzip {
 		e.zbuf.Reset()
@@ -314,20 +332,37 @@ func clamp32(v int) uint64 {
 	return uint64(v)
 }
 
+// spanData is what the encoder reads of an ended span: the SDK's
+// ReadOnlySpan and the platform's own span both provide it.
+type spanData interface {
+	Name() string
+	SpanContext() trace.SpanContext
+	Parent() trace.SpanContext
+	SpanKind() trace.SpanKind
+	StartTime() time.Time
+	EndTime() time.Time
+	Attributes() []attribute.KeyValue
+	Links() []sdktrace.Link
+	Events() []sdktrace.Event
+	Status() sdktrace.Status
+	InstrumentationScope() instrumentation.Scope
+	Resource() *resource.Resource
+	DroppedAttributes() int
+	DroppedLinks() int
+	DroppedEvents() int
+}
+
 // appendExportRequest encodes an ExportTraceServiceRequest: the spans
 // grouped by resource, then by instrumentation scope, in first-seen
 // order.
-func appendExportRequest(b []byte, spans []sdktrace.ReadOnlySpan) []byte {
+func appendExportRequest[S spanData](b []byte, spans []S) []byte {
 	type group struct {
 		res   *resource.Resource
 		scope instrumentation.Scope
-		spans []sdktrace.ReadOnlySpan
+		spans []S
 	}
 	var groups []group
 	for _, s := range spans {
-		if s == nil {
-			continue
-		}
 		res, scope := s.Resource(), s.InstrumentationScope()
 		i := 0
 		for ; i < len(groups); i++ {
@@ -383,7 +418,7 @@ func spanFlags(tf trace.TraceFlags, parent trace.SpanContext) uint32 {
 	return f
 }
 
-func appendSpan(b []byte, s sdktrace.ReadOnlySpan) []byte {
+func appendSpan[S spanData](b []byte, s S) []byte {
 	var start int
 	b, start = openMsg(b, fScopeSpansSpans)
 	sc := s.SpanContext()

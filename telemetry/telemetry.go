@@ -81,6 +81,10 @@ type Config struct {
 	// the environment (tests inject an in-memory recorder). Its owner
 	// shuts it down.
 	TracerProvider trace.TracerProvider
+	// SpanExporter, when set, receives the spans instead of the exporter
+	// the environment selects, through the platform's own span path
+	// (tests give an in-memory exporter).
+	SpanExporter sdktrace.SpanExporter
 	// MeterProvider, when set, is used as is; no Prometheus handler is
 	// built then.
 	MeterProvider metric.MeterProvider
@@ -160,9 +164,12 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 	case disabled:
 		t.tp = tracenoop.NewTracerProvider()
 	default:
-		exp, err := spanExporter(ctx, getenv)
+		exp, err := traceExporter(ctx, getenv)
 		if err != nil {
 			return fail(err)
+		}
+		if cfg.SpanExporter != nil {
+			exp = sdkExporter{cfg.SpanExporter}
 		}
 		if exp == nil {
 			t.tp = tracenoop.NewTracerProvider()
@@ -173,8 +180,15 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 			return fail(err)
 		}
 		// The SDK's batch processor (OTEL_BSP_* apply), fed in groups.
-		bsp := newCoalescer(sdktrace.NewBatchSpanProcessor(exp), 128, 500*time.Millisecond)
-		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(bsp), sdktrace.WithResource(r))
+		sampler, err := samplerFromEnv(getenv)
+		if err != nil {
+			return fail(err)
+		}
+		bo, err := batchOptions(getenv)
+		if err != nil {
+			return fail(err)
+		}
+		tp := newProvider(r, sampler, sdktrace.NewSpanLimits(), newBatcher(exp, bo))
 		t.tp, t.tracing = tp, true
 		t.onShutdown(tp.Shutdown)
 	}
@@ -270,6 +284,18 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ForceFlush exports every span ended so far, when spans are exported
+// by this Telemetry's own provider.
+func (t *Telemetry) ForceFlush(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	if f, ok := t.tp.(interface{ ForceFlush(context.Context) error }); ok {
+		return f.ForceFlush(ctx)
+	}
+	return nil
 }
 
 // Tracer is the platform's tracer (a no-op one when tracing is off).
@@ -427,7 +453,9 @@ func (o *otlpTarget) httpURL(path string) (string, bool) {
 	return strings.TrimSuffix(o.endpoint, "/") + path, true
 }
 
-func spanExporter(ctx context.Context, getenv func(string) string) (sdktrace.SpanExporter, error) {
+// traceExporter is the exporter OTEL_TRACES_EXPORTER and the OTLP
+// variables select, or nil for none.
+func traceExporter(ctx context.Context, getenv func(string) string) (spanExporter, error) {
 	tgt, err := selectOTLP(getenv, "TRACES")
 	if err != nil || tgt == nil {
 		return nil, err
@@ -445,7 +473,7 @@ func spanExporter(ctx context.Context, getenv func(string) string) (sdktrace.Spa
 		if err != nil {
 			return nil, fmt.Errorf("telemetry: OTLP/gRPC trace exporter: %w", err)
 		}
-		return exp, nil
+		return sdkExporter{exp}, nil
 	}
 	lean, err := leanOTLP(getenv, tgt)
 	if err != nil {
@@ -462,7 +490,7 @@ func spanExporter(ctx context.Context, getenv func(string) string) (sdktrace.Spa
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: OTLP/HTTP trace exporter: %w", err)
 	}
-	return exp, nil
+	return sdkExporter{exp}, nil
 }
 
 func metricExporter(ctx context.Context, getenv func(string) string) (sdkmetric.Exporter, error) {

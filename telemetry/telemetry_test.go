@@ -321,53 +321,6 @@ func TestKeyRingsAreReportedThroughTheRegisteredCallback(t *testing.T) {
 	}
 }
 
-func TestEndedSpansReachTheBatchProcessorInGroupsAndAllOfThemAtShutdown(t *testing.T) {
-	exp := &keepExporter{}
-	next := sdktrace.NewSimpleSpanProcessor(exp)
-	c := newCoalescer(next, 3, time.Hour)
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(c))
-	tr := tp.Tracer("t")
-	for i := 0; i < 2; i++ {
-		_, s := tr.Start(context.Background(), "x")
-		s.End()
-	}
-	if n := len(exp.GetSpans()); n != 0 {
-		t.Fatalf("%d spans passed before the group was full", n)
-	}
-	_, s := tr.Start(context.Background(), "x")
-	s.End()
-	for deadline := time.Now().Add(2 * time.Second); len(exp.GetSpans()) < 3 && time.Now().Before(deadline); {
-		time.Sleep(2 * time.Millisecond)
-	}
-	if n := len(exp.GetSpans()); n != 3 {
-		t.Fatalf("a full group passed %d spans", n)
-	}
-	_, s = tr.Start(context.Background(), "x")
-	s.End()
-	if err := tp.ForceFlush(context.Background()); err != nil || len(exp.GetSpans()) != 4 {
-		t.Fatalf("force flush: %v, %d spans", err, len(exp.GetSpans()))
-	}
-	_, s = tr.Start(context.Background(), "x")
-	s.End()
-	if err := tp.Shutdown(context.Background()); err != nil || len(exp.GetSpans()) != 5 {
-		t.Fatalf("shutdown: %v, %d spans", err, len(exp.GetSpans()))
-	}
-	// The timer flushes a partial group.
-	exp2 := tracetest.NewInMemoryExporter()
-	c2 := newCoalescer(sdktrace.NewSimpleSpanProcessor(exp2), 100, 10*time.Millisecond)
-	tp2 := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(c2))
-	_, s = tp2.Tracer("t").Start(context.Background(), "x")
-	s.End()
-	deadline := time.Now().Add(2 * time.Second)
-	for len(exp2.GetSpans()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if len(exp2.GetSpans()) != 1 {
-		t.Fatal("the timer did not flush")
-	}
-	_ = tp2.Shutdown(context.Background())
-}
-
 // keepExporter keeps what it exported, through shutdown.
 type keepExporter struct {
 	mu    sync.Mutex

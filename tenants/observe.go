@@ -37,7 +37,10 @@ type observation struct {
 	pending *telemetry.Pending // &pend while tracing
 	pend    telemetry.Pending
 	span    trace.Span // nil until begin
-	status  int        // HTTP status written
+	// startOpts holds the span's start options, so they need no
+	// allocation of their own.
+	startOpts [3]trace.SpanStartOption
+	status    int // HTTP status written
 
 	snap *snapshot
 	c    *call
@@ -228,8 +231,7 @@ func (o *observation) begin(c *call) {
 	}
 	// The attributes are all set once, at the end: the SDK then sizes
 	// its attribute storage once instead of copying and growing it.
-	opts := make([]trace.SpanStartOption, 2, 3)
-	opts[0], opts[1] = serverKind, trace.WithTimestamp(o.start)
+	opts := append(o.startOpts[:0], serverKind, trace.WithTimestamp(o.start))
 	if len(links) > 0 {
 		opts = append(opts, trace.WithLinks(links...))
 	}

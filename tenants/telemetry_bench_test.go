@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-
 	"github.com/opsmcp/platform/internal/platformtest"
 	"github.com/opsmcp/platform/server"
 	"github.com/opsmcp/platform/telemetry"
@@ -63,28 +61,23 @@ func roundPlatform(b *testing.B, tel *telemetry.Telemetry, hook string) string {
 func BenchmarkToolsCallRoundTelemetry(b *testing.B) {
 	modes := []string{"off", "on"}
 	if m := os.Getenv("BENCH_TELEMETRY_MODES"); m != "" {
-		modes = strings.Split(m, ",") // also: traces, metrics, spans (recorded, not exported)
+		modes = strings.Split(m, ",") // also: traces, metrics, unsampled (trace context made and propagated, nothing recorded)
 	}
 	for _, mode := range modes {
 		b.Run("telemetry="+mode, func(b *testing.B) {
 			tel := telemetry.Disabled()
 			var exports *atomic.Int64
-			if mode == "spans" {
-				tp := sdktrace.NewTracerProvider()
-				b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-				var err error
-				if tel, err = telemetry.Setup(context.Background(), telemetry.Config{TracerProvider: tp, Getenv: func(string) string { return "" }}); err != nil {
-					b.Fatal(err)
-				}
-			} else if mode != "off" {
+			if mode != "off" {
 				var sink *httptest.Server
 				sink, exports = otlpSink(b)
 				env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": sink.URL, "OTEL_METRICS_EXPORTER": "otlp"}
-				if mode == "traces" {
+				switch mode {
+				case "traces":
 					env["OTEL_METRICS_EXPORTER"] = "none"
-				}
-				if mode == "metrics" {
+				case "metrics":
 					env["OTEL_TRACES_EXPORTER"] = "none"
+				case "unsampled":
+					env["OTEL_METRICS_EXPORTER"], env["OTEL_TRACES_SAMPLER"] = "none", "always_off"
 				}
 				var err error
 				tel, err = telemetry.Setup(context.Background(), telemetry.Config{Version: "bench", Prometheus: mode != "traces",
@@ -131,9 +124,9 @@ func BenchmarkTelemetryOverheadPaired(b *testing.B) {
 	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": sink.URL, "OTEL_METRICS_EXPORTER": "otlp"}
 	prom := true
 	// BENCH_TELEMETRY narrows the on side, to find where the cost is:
-	// traces, metrics, prometheus, spans (recorded, never exported),
-	// unsampled (trace context made and propagated, no span recorded) or
-	// off (both sides off: the pairing's own bias).
+	// traces, metrics, prometheus, unsampled (trace context made and
+	// propagated, no span recorded) or off (both sides off: the pairing's
+	// own bias).
 	switch os.Getenv("BENCH_TELEMETRY") {
 	case "traces":
 		env["OTEL_METRICS_EXPORTER"], prom = "none", false
@@ -141,16 +134,12 @@ func BenchmarkTelemetryOverheadPaired(b *testing.B) {
 		env["OTEL_TRACES_EXPORTER"] = "none"
 	case "prometheus":
 		env["OTEL_TRACES_EXPORTER"], env["OTEL_METRICS_EXPORTER"] = "none", "none"
+	case "unsampled":
+		env["OTEL_METRICS_EXPORTER"], env["OTEL_TRACES_SAMPLER"], prom = "none", "always_off", false
+	case "off": // both sides off: what the pairing itself contributes
+		env["OTEL_SDK_DISABLED"] = "true"
 	}
 	cfg := telemetry.Config{Version: "bench", Prometheus: prom, Getenv: func(k string) string { return env[k] }}
-	switch os.Getenv("BENCH_TELEMETRY") {
-	case "spans": // recorded, never exported
-		cfg = telemetry.Config{TracerProvider: sdktrace.NewTracerProvider(), Getenv: func(string) string { return "" }}
-	case "off": // both sides off: what the pairing itself contributes
-		cfg = telemetry.Config{Getenv: func(k string) string { return map[string]string{"OTEL_SDK_DISABLED": "true"}[k] }}
-	case "unsampled": // span contexts made and propagated, nothing recorded
-		cfg = telemetry.Config{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample())), Getenv: func(string) string { return "" }}
-	}
 	on, err := telemetry.Setup(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -203,8 +192,15 @@ func BenchmarkTelemetryThroughput(b *testing.B) {
 				if mode == "on" {
 					sink, _ := otlpSink(b)
 					env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": sink.URL, "OTEL_METRICS_EXPORTER": "otlp"}
+					prom := true
+					switch os.Getenv("BENCH_TELEMETRY") { // narrows the on side, as in BenchmarkTelemetryOverheadPaired
+					case "traces":
+						env["OTEL_METRICS_EXPORTER"], prom = "none", false
+					case "metrics":
+						env["OTEL_TRACES_EXPORTER"] = "none"
+					}
 					var err error
-					if tel, err = telemetry.Setup(context.Background(), telemetry.Config{Version: "bench", Prometheus: true,
+					if tel, err = telemetry.Setup(context.Background(), telemetry.Config{Version: "bench", Prometheus: prom,
 						Getenv: func(k string) string { return env[k] }}); err != nil {
 						b.Fatal(err)
 					}

@@ -35,22 +35,36 @@ import (
 	"github.com/opsmcp/platform/webhook"
 )
 
-// traced starts telemetry whose spans go to an in-memory recorder.
-func traced(t *testing.T) (*tracetest.SpanRecorder, platformtest.Option) {
+// traced starts telemetry whose spans take the platform's own span path
+// (the one serving uses) into an in-memory exporter.
+func traced(t *testing.T) (*spanLog, platformtest.Option) {
 	t.Helper()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	tel, err := telemetry.Setup(context.Background(), telemetry.Config{TracerProvider: tp, Getenv: func(string) string { return "" }})
+	exp := tracetest.NewInMemoryExporter()
+	tel, err := telemetry.Setup(context.Background(), telemetry.Config{SpanExporter: exp, Getenv: func(string) string { return "" }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	return rec, platformtest.WithServer(server.WithTelemetry(tel))
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	return &spanLog{exp: exp, tel: tel}, platformtest.WithServer(server.WithTelemetry(tel))
+}
+
+// spanLog reads the spans a traced platform exported.
+type spanLog struct {
+	exp *tracetest.InMemoryExporter
+	tel *telemetry.Telemetry
+}
+
+// Ended is every span ended so far, in end order.
+func (l *spanLog) Ended() []sdktrace.ReadOnlySpan {
+	if err := l.tel.ForceFlush(context.Background()); err != nil {
+		panic(err)
+	}
+	return l.exp.GetSpans().Snapshots()
 }
 
 // waitSpans waits until n ended spans match keep (spans end just after
 // the answer is written) and returns them in end order.
-func waitSpans(t *testing.T, rec *tracetest.SpanRecorder, n int, keep func(sdktrace.ReadOnlySpan) bool) []sdktrace.ReadOnlySpan {
+func waitSpans(t *testing.T, rec *spanLog, n int, keep func(sdktrace.ReadOnlySpan) bool) []sdktrace.ReadOnlySpan {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Second)
 	for {

@@ -1,0 +1,238 @@
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+)
+
+// BatchOptions are the settings of the batch span processor, the
+// OTEL_BSP_* variables of the OpenTelemetry specification.
+type BatchOptions struct {
+	MaxQueue      int           // OTEL_BSP_MAX_QUEUE_SIZE: spans held before new ones are dropped
+	MaxBatch      int           // OTEL_BSP_MAX_EXPORT_BATCH_SIZE: spans in one export
+	Delay         time.Duration // OTEL_BSP_SCHEDULE_DELAY: longest a span waits for its export
+	ExportTimeout time.Duration // OTEL_BSP_EXPORT_TIMEOUT: longest one export may take
+}
+
+// batchOptions reads OTEL_BSP_* as the specification defines them
+// (milliseconds for the durations), with its defaults. A value that is
+// not a positive integer is an error naming the variable: a typo must
+// not silently leave spans queued for the default five seconds.
+func batchOptions(getenv func(string) string) (BatchOptions, error) {
+	o := BatchOptions{MaxQueue: 2048, MaxBatch: 512, Delay: 5 * time.Second, ExportTimeout: 30 * time.Second}
+	for _, v := range []struct {
+		name string
+		n    *int
+		d    *time.Duration
+	}{
+		{"OTEL_BSP_MAX_QUEUE_SIZE", &o.MaxQueue, nil},
+		{"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", &o.MaxBatch, nil},
+		{"OTEL_BSP_SCHEDULE_DELAY", nil, &o.Delay},
+		{"OTEL_BSP_EXPORT_TIMEOUT", nil, &o.ExportTimeout},
+	} {
+		s := strings.TrimSpace(getenv(v.name))
+		if s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			return o, fmt.Errorf("telemetry: %s=%q: want a positive integer", v.name, s)
+		}
+		if v.n != nil {
+			*v.n = n
+		} else {
+			*v.d = time.Duration(n) * time.Millisecond
+		}
+	}
+	// As the specification says: a batch is never larger than the queue.
+	o.MaxBatch = min(o.MaxBatch, o.MaxQueue)
+	return o, nil
+}
+
+// batcher is the platform's batch span processor. Ended spans join a
+// queue under one short lock; a single goroutine exports them in batches
+// when a batch is full or at the latest Delay after the last export, so
+// serving pays for a span's end with an append, and the export goroutine
+// wakes once a batch rather than once a span (the SDK's processor hands
+// every span over a channel, waking its goroutine span by span). When
+// the queue is full, spans are dropped and counted, never waited for.
+type batcher struct {
+	exp  spanExporter
+	opts BatchOptions
+
+	mu      sync.Mutex
+	queue   []*span
+	spare   []*span // the previous export's, reused
+	dropped int
+	closed  bool
+
+	ready chan struct{}      // a full batch waits (capacity one)
+	flush chan chan struct{} // ForceFlush asks; the reply is closed when done
+	stop  chan struct{}
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newBatcher(exp spanExporter, opts BatchOptions) *batcher {
+	b := &batcher{exp: exp, opts: opts,
+		queue: make([]*span, 0, opts.MaxBatch), spare: make([]*span, 0, opts.MaxBatch),
+		ready: make(chan struct{}, 1), flush: make(chan chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	go b.loop()
+	return b
+}
+
+func (b *batcher) loop() {
+	defer close(b.done)
+	t := time.NewTimer(b.opts.Delay)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.stop:
+			b.exportAll()
+			return
+		case reply := <-b.flush:
+			b.exportAll()
+			close(reply)
+		case <-b.ready:
+			b.exportAll()
+		case <-t.C:
+			b.exportAll()
+		}
+		t.Reset(b.opts.Delay)
+	}
+}
+
+// exportAll exports what is queued, a batch at a time. Only the loop
+// calls it, so exports never overlap.
+func (b *batcher) exportAll() {
+	for {
+		b.mu.Lock()
+		spans, dropped := b.queue, b.dropped
+		b.queue, b.spare, b.dropped = b.spare[:0], nil, 0
+		b.mu.Unlock()
+		if dropped > 0 {
+			otel.Handle(fmt.Errorf("telemetry: span queue full (%d spans): %d spans dropped", b.opts.MaxQueue, dropped))
+		}
+		if len(spans) == 0 {
+			b.giveBack(spans)
+			return
+		}
+		for len(spans) > 0 {
+			n := min(len(spans), b.opts.MaxBatch)
+			ctx, cancel := context.WithTimeout(context.Background(), b.opts.ExportTimeout)
+			if err := b.exp.export(ctx, spans[:n]); err != nil {
+				otel.Handle(err)
+			}
+			cancel()
+			clear(spans[:n]) // let the spans go before the slice is reused
+			spans = spans[n:]
+		}
+		b.giveBack(spans)
+	}
+}
+
+// giveBack keeps an exported slice for the next swap.
+func (b *batcher) giveBack(s []*span) {
+	b.mu.Lock()
+	if b.spare == nil && cap(s) <= 2*b.opts.MaxQueue {
+		b.spare = s[:0:cap(s)]
+	}
+	if b.spare == nil {
+		b.spare = make([]*span, 0, b.opts.MaxBatch)
+	}
+	b.mu.Unlock()
+}
+
+// add queues an ended span for export.
+func (b *batcher) add(s *span) {
+	b.mu.Lock()
+	if b.closed { // shut down: nothing will export it
+		b.mu.Unlock()
+		return
+	}
+	if len(b.queue) >= b.opts.MaxQueue {
+		b.dropped++ // reported with the next export
+		b.mu.Unlock()
+		return
+	}
+	b.queue = append(b.queue, s)
+	full := len(b.queue) == b.opts.MaxBatch
+	b.mu.Unlock()
+	if full {
+		select {
+		case b.ready <- struct{}{}:
+		default: // already signalled
+		}
+	}
+}
+
+// ForceFlush exports every span ended so far, waiting at most until ctx
+// is done.
+func (b *batcher) ForceFlush(ctx context.Context) error {
+	reply := make(chan struct{})
+	select {
+	case b.flush <- reply:
+	case <-b.done:
+		return nil // shut down: everything was exported then
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-reply:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Shutdown exports what is queued, refuses spans from then on and shuts
+// the exporter down, waiting at most until ctx is done.
+func (b *batcher) Shutdown(ctx context.Context) error {
+	b.once.Do(func() {
+		b.mu.Lock()
+		b.closed = true
+		b.mu.Unlock()
+		close(b.stop)
+	})
+	select {
+	case <-b.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return b.exp.shutdown(ctx)
+}
+
+// spanExporter is where the batcher sends spans: the lean OTLP/HTTP
+// exporter encodes them directly, any other goes through sdkExporter.
+type spanExporter interface {
+	export(ctx context.Context, spans []*span) error
+	shutdown(ctx context.Context) error
+}
+
+// sdkExporter feeds the platform's spans to an SDK exporter (OTLP/gRPC,
+// the SDK's OTLP/HTTP when TLS client settings need it, a test's
+// in-memory one), each copied into the SDK's read-only form first.
+type sdkExporter struct{ exp sdktrace.SpanExporter }
+
+func (e sdkExporter) export(ctx context.Context, spans []*span) error {
+	ro := make([]sdktrace.ReadOnlySpan, len(spans))
+	for i, s := range spans {
+		ro[i] = tracetest.SpanStub{
+			Name: s.name, SpanContext: s.sc, Parent: s.parent, SpanKind: s.kind, StartTime: s.start, EndTime: s.end,
+			Attributes: s.attrs, Events: s.events, Links: s.links, Status: s.status,
+			DroppedAttributes: s.droppedAttrs, DroppedEvents: s.droppedEvents, DroppedLinks: s.droppedLinks,
+			Resource: s.t.p.res, InstrumentationScope: s.t.scope,
+		}.Snapshot()
+	}
+	return e.exp.ExportSpans(ctx, ro)
+}
+
+func (e sdkExporter) shutdown(ctx context.Context) error { return e.exp.Shutdown(ctx) }
