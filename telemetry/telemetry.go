@@ -164,12 +164,20 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 	case disabled:
 		t.tp = tracenoop.NewTracerProvider()
 	default:
-		exp, err := traceExporter(ctx, getenv)
+		// The settings first, so a bad one leaves no exporter behind.
+		sampler, err := samplerFromEnv(getenv)
 		if err != nil {
 			return fail(err)
 		}
+		bo, err := batchOptions(getenv)
+		if err != nil {
+			return fail(err)
+		}
+		var exp spanExporter
 		if cfg.SpanExporter != nil {
 			exp = sdkExporter{cfg.SpanExporter}
+		} else if exp, err = traceExporter(ctx, getenv); err != nil {
+			return fail(err)
 		}
 		if exp == nil {
 			t.tp = tracenoop.NewTracerProvider()
@@ -177,15 +185,7 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 		}
 		r, err := getRes()
 		if err != nil {
-			return fail(err)
-		}
-		// The SDK's batch processor (OTEL_BSP_* apply), fed in groups.
-		sampler, err := samplerFromEnv(getenv)
-		if err != nil {
-			return fail(err)
-		}
-		bo, err := batchOptions(getenv)
-		if err != nil {
+			_ = exp.shutdown(ctx)
 			return fail(err)
 		}
 		tp := newProvider(r, sampler, sdktrace.NewSpanLimits(), newBatcher(exp, bo))

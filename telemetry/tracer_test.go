@@ -196,6 +196,11 @@ func TestTheSamplerFollowsTheEnvironment(t *testing.T) {
 		} else {
 			got = s.Description()
 		}
+		if c.want[0] == 'e' { // Setup refuses to start with it
+			if _, err := Setup(context.Background(), Config{Getenv: func(k string) string { return env[k] }}); err == nil || !strings.Contains(err.Error(), "OTEL_TRACES_SAMPLER") {
+				t.Errorf("Setup with %s %s: %v", c.sampler, c.arg, err)
+			}
+		}
 		if !strings.HasPrefix(got, c.want) && !(strings.HasPrefix(c.want, "error: ") && strings.HasPrefix(got, "error: telemetry: "+c.want[len("error: "):])) {
 			t.Errorf("%s %s: got %s, want %s…", c.sampler, c.arg, got, c.want)
 		}
