@@ -70,9 +70,12 @@ type batcher struct {
 
 	mu      sync.Mutex
 	queue   []*span
-	spare   []*span // the previous export's, reused
+	spare   []*span // the previous export's, reused; nil while exporting
 	dropped int
 	closed  bool
+
+	shut    chan struct{} // closed when the exporter has shut down
+	shutErr error         // its error, once shut is closed
 
 	ready chan struct{}      // a full batch waits (capacity one)
 	flush chan chan struct{} // ForceFlush asks; the reply is closed when done
@@ -84,7 +87,7 @@ type batcher struct {
 func newBatcher(exp spanExporter, opts BatchOptions) *batcher {
 	b := &batcher{exp: exp, opts: opts,
 		queue: make([]*span, 0, opts.MaxBatch), spare: make([]*span, 0, opts.MaxBatch),
-		ready: make(chan struct{}, 1), flush: make(chan chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+		shut: make(chan struct{}), ready: make(chan struct{}, 1), flush: make(chan chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	go b.loop()
 	return b
 }
@@ -96,59 +99,65 @@ func (b *batcher) loop() {
 	for {
 		select {
 		case <-b.stop:
-			b.exportAll()
+			b.export(true)
 			return
 		case reply := <-b.flush:
-			b.exportAll()
+			b.export(true)
 			close(reply)
 		case <-b.ready:
-			b.exportAll()
+			b.export(false)
+			continue // the timer runs on: a partial batch still leaves on time
 		case <-t.C:
-			b.exportAll()
+			b.export(true)
 		}
 		t.Reset(b.opts.Delay)
 	}
 }
 
-// exportAll exports what is queued, a batch at a time. Only the loop
-// calls it, so exports never overlap.
-func (b *batcher) exportAll() {
+// export sends the queued spans, a batch at a time: all of them when all
+// is set (the timer, a flush, the stop), else only while a full batch
+// waits, so steady traffic leaves in full batches rather than in what
+// arrived during the last export. Only the loop calls it, so exports
+// never overlap.
+func (b *batcher) export(all bool) {
 	for {
 		b.mu.Lock()
 		spans, dropped := b.queue, b.dropped
-		b.queue, b.spare, b.dropped = b.spare[:0], nil, 0
+		take := len(spans)
+		if !all {
+			take -= take % b.opts.MaxBatch // full batches only
+		}
+		if take == 0 {
+			spans = nil
+		} else {
+			// The rest (less than a batch) stays queued, in the spare slice.
+			b.queue, b.spare = append(b.spare[:0], spans[take:]...), nil
+			spans = spans[:take]
+		}
+		b.dropped = 0
 		b.mu.Unlock()
 		if dropped > 0 {
 			otel.Handle(fmt.Errorf("telemetry: span queue full (%d spans): %d spans dropped", b.opts.MaxQueue, dropped))
 		}
-		if len(spans) == 0 {
-			b.giveBack(spans)
+		if spans == nil {
 			return
 		}
-		for len(spans) > 0 {
-			n := min(len(spans), b.opts.MaxBatch)
+		for rest := spans; len(rest) > 0; {
+			n := min(len(rest), b.opts.MaxBatch)
 			ctx, cancel := context.WithTimeout(context.Background(), b.opts.ExportTimeout)
-			if err := b.exp.export(ctx, spans[:n]); err != nil {
+			if err := b.exp.export(ctx, rest[:n]); err != nil {
 				otel.Handle(err)
 			}
 			cancel()
-			clear(spans[:n]) // let the spans go before the slice is reused
-			spans = spans[n:]
+			rest = rest[n:]
 		}
-		b.giveBack(spans)
+		spans = spans[:cap(spans)]
+		clear(spans) // let the spans go before the slice is reused
+		b.mu.Lock()
+		b.spare = spans[:0]
+		b.mu.Unlock()
+		all = false // what arrived meanwhile waits for a full batch or the timer
 	}
-}
-
-// giveBack keeps an exported slice for the next swap.
-func (b *batcher) giveBack(s []*span) {
-	b.mu.Lock()
-	if b.spare == nil && cap(s) <= 2*b.opts.MaxQueue {
-		b.spare = s[:0:cap(s)]
-	}
-	if b.spare == nil {
-		b.spare = make([]*span, 0, b.opts.MaxBatch)
-	}
-	b.mu.Unlock()
 }
 
 // add queues an ended span for export.
@@ -194,20 +203,28 @@ func (b *batcher) ForceFlush(ctx context.Context) error {
 }
 
 // Shutdown exports what is queued, refuses spans from then on and shuts
-// the exporter down, waiting at most until ctx is done.
+// the exporter down, waiting at most until ctx is done; when ctx ends
+// first, the export and the exporter's shutdown still finish behind it.
 func (b *batcher) Shutdown(ctx context.Context) error {
 	b.once.Do(func() {
 		b.mu.Lock()
 		b.closed = true
 		b.mu.Unlock()
 		close(b.stop)
+		go func() {
+			<-b.done
+			sctx, cancel := context.WithTimeout(context.Background(), b.opts.ExportTimeout)
+			defer cancel()
+			b.shutErr = b.exp.shutdown(sctx)
+			close(b.shut)
+		}()
 	})
 	select {
-	case <-b.done:
+	case <-b.shut:
+		return b.shutErr
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	return b.exp.shutdown(ctx)
 }
 
 // spanExporter is where the batcher sends spans: the lean OTLP/HTTP
@@ -225,14 +242,19 @@ type sdkExporter struct{ exp sdktrace.SpanExporter }
 func (e sdkExporter) export(ctx context.Context, spans []*span) error {
 	ro := make([]sdktrace.ReadOnlySpan, len(spans))
 	for i, s := range spans {
-		ro[i] = tracetest.SpanStub{
-			Name: s.name, SpanContext: s.sc, Parent: s.parent, SpanKind: s.kind, StartTime: s.start, EndTime: s.end,
-			Attributes: s.attrs, Events: s.events, Links: s.links, Status: s.status,
-			DroppedAttributes: s.droppedAttrs, DroppedEvents: s.droppedEvents, DroppedLinks: s.droppedLinks,
-			Resource: s.t.p.res, InstrumentationScope: s.t.scope,
-		}.Snapshot()
+		ro[i] = readOnly(s)
 	}
 	return e.exp.ExportSpans(ctx, ro)
+}
+
+// readOnly is an ended span in the SDK's read-only form.
+func readOnly(s *span) sdktrace.ReadOnlySpan {
+	return tracetest.SpanStub{
+		Name: s.name, SpanContext: s.sc, Parent: s.parent, SpanKind: s.kind, StartTime: s.start, EndTime: s.end,
+		Attributes: s.attrs, Events: s.events, Links: s.links, Status: s.status,
+		DroppedAttributes: s.droppedAttrs, DroppedEvents: s.droppedEvents, DroppedLinks: s.droppedLinks,
+		Resource: s.t.p.res, InstrumentationScope: s.t.scope,
+	}.Snapshot()
 }
 
 func (e sdkExporter) shutdown(ctx context.Context) error { return e.exp.Shutdown(ctx) }

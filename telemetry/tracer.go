@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
-	"runtime/debug"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -18,6 +20,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/embedded"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
 // provider is the platform's trace provider when spans are exported. It
@@ -41,6 +44,7 @@ type provider struct {
 
 	mu      sync.Mutex
 	tracers map[instrumentation.Scope]*tracer
+	stopped atomic.Bool // shut down: tracers are no-ops from then on
 }
 
 func newProvider(res *resource.Resource, sampler sdktrace.Sampler, limits sdktrace.SpanLimits, queue *batcher) *provider {
@@ -49,6 +53,12 @@ func newProvider(res *resource.Resource, sampler sdktrace.Sampler, limits sdktra
 
 // Tracer returns the tracer of one instrumentation scope.
 func (p *provider) Tracer(name string, opts ...trace.TracerOption) trace.Tracer {
+	if p.stopped.Load() {
+		return tracenoop.Tracer{}
+	}
+	if name == "" {
+		name = defaultTracerName
+	}
 	c := trace.NewTracerConfig(opts...)
 	scope := instrumentation.Scope{Name: name, Version: c.InstrumentationVersion(), SchemaURL: c.SchemaURL(), Attributes: c.InstrumentationAttributes()}
 	p.mu.Lock()
@@ -61,12 +71,19 @@ func (p *provider) Tracer(name string, opts ...trace.TracerOption) trace.Tracer 
 	return t
 }
 
+// defaultTracerName names the scope of a tracer asked for without a
+// name, as the SDK does.
+const defaultTracerName = "go.opentelemetry.io/otel/sdk/tracer"
+
 // ForceFlush exports every span ended so far.
 func (p *provider) ForceFlush(ctx context.Context) error { return p.queue.ForceFlush(ctx) }
 
 // Shutdown exports what is queued and stops the exporter; spans ended
 // afterwards are dropped.
-func (p *provider) Shutdown(ctx context.Context) error { return p.queue.Shutdown(ctx) }
+func (p *provider) Shutdown(ctx context.Context) error {
+	p.stopped.Store(true)
+	return p.queue.Shutdown(ctx)
+}
 
 type tracer struct {
 	embedded.Tracer
@@ -94,12 +111,8 @@ func (t *tracer) Start(ctx context.Context, name string, opts ...trace.SpanStart
 		scc.TraceID = newTraceID()
 	}
 	scc.SpanID = newSpanID()
-	kind := cfg.SpanKind()
-	if kind == trace.SpanKindUnspecified {
-		kind = trace.SpanKindInternal
-	}
 	sr := t.p.sampler.ShouldSample(sdktrace.SamplingParameters{
-		ParentContext: parentCtx, TraceID: scc.TraceID, Name: name, Kind: kind, Attributes: cfg.Attributes(), Links: cfg.Links(),
+		ParentContext: parentCtx, TraceID: scc.TraceID, Name: name, Kind: cfg.SpanKind(), Attributes: cfg.Attributes(), Links: cfg.Links(),
 	})
 	scc.TraceFlags = parent.TraceFlags() &^ trace.FlagsSampled
 	if sr.Decision == sdktrace.RecordAndSample {
@@ -115,6 +128,7 @@ func (t *tracer) Start(ctx context.Context, name string, opts ...trace.SpanStart
 	if start.IsZero() {
 		start = time.Now()
 	}
+	kind := trace.ValidateSpanKind(cfg.SpanKind()) // unspecified or unknown: internal
 	s := &span{t: t, sc: sc, parent: parent, kind: kind, name: name, start: start}
 	s.setAttributes(sr.Attributes)
 	s.setAttributes(cfg.Attributes())
@@ -186,7 +200,9 @@ func (s *span) IsRecording() bool {
 // passing through a deferred End is recorded as an exception event, as
 // the SDK does, and goes on.
 func (s *span) End(opts ...trace.SpanEndOption) {
-	now := time.Now()
+	// From the start's monotonic reading when it has one, so a clock step
+	// cannot make a span end before it began.
+	now := s.start.Add(time.Since(s.start))
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()
@@ -197,9 +213,9 @@ func (s *span) End(opts ...trace.SpanEndOption) {
 		defer panic(r)
 		attrs := []attribute.KeyValue{attribute.String("exception.type", typeName(r)), attribute.String("exception.message", fmt.Sprint(r))}
 		if cfg.StackTrace() {
-			attrs = append(attrs, attribute.String("exception.stacktrace", string(debug.Stack())))
+			attrs = append(attrs, attribute.String("exception.stacktrace", stackTrace()))
 		}
-		s.addEvent("exception", now, attrs)
+		s.addEvent("exception", time.Now(), attrs)
 	}
 	s.end = now
 	if ts := cfg.Timestamp(); !ts.IsZero() {
@@ -271,8 +287,12 @@ func limitAttrs(attrs []attribute.KeyValue, limit int) ([]attribute.KeyValue, in
 	return attrs, 0
 }
 
-// truncate cuts string values (and the strings of string slices) to
-// limit runes; a negative limit is none.
+// truncate applies the value length limit (negative: none) as the SDK
+// does: strings, and the strings of string slices, to limit characters,
+// dropping invalid UTF-8 bytes from a string it cuts; byte slices to
+// limit bytes. Slice and map values (which the platform never records)
+// are kept as given: the SDK would also limit their depth and
+// de-duplicate map keys.
 func truncate(a attribute.KeyValue, limit int) attribute.KeyValue {
 	if limit < 0 {
 		return a
@@ -282,25 +302,51 @@ func truncate(a attribute.KeyValue, limit int) attribute.KeyValue {
 		if s := a.Value.AsString(); len(s) > limit {
 			return a.Key.String(truncateString(s, limit))
 		}
+	case attribute.BYTESLICE:
+		if b := a.Value.AsByteSlice(); len(b) > limit {
+			return attribute.KeyValue{Key: a.Key, Value: attribute.ByteSliceValue(b[:limit])}
+		}
 	case attribute.STRINGSLICE:
 		ss := a.Value.AsStringSlice()
+		cut := false
 		for i, s := range ss {
-			ss[i] = truncateString(s, limit)
+			if len(s) > limit {
+				ss[i], cut = truncateString(s, limit), true
+			}
 		}
-		return a.Key.StringSlice(ss)
+		if cut {
+			return a.Key.StringSlice(ss)
+		}
 	}
 	return a
 }
 
+// truncateString keeps the first limit characters of s; when s is not
+// valid UTF-8, its invalid bytes are dropped and do not count.
 func truncateString(s string, limit int) string {
-	n := 0
-	for i := range s {
-		if n == limit {
-			return s[:i]
-		}
-		n++
+	if len(s) <= limit {
+		return s
 	}
-	return s
+	if utf8.ValidString(s) {
+		n := 0
+		for i := range s {
+			if n == limit {
+				return s[:i]
+			}
+			n++
+		}
+		return s
+	}
+	var b strings.Builder
+	for i, n := 0, 0; i < len(s) && n < limit; {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r != utf8.RuneError || size > 1 {
+			b.WriteString(s[i : i+size])
+			n++
+		}
+		i += size
+	}
+	return b.String()
 }
 
 func (s *span) AddEvent(name string, opts ...trace.EventOption) {
@@ -337,15 +383,26 @@ func (s *span) RecordError(err error, opts ...trace.EventOption) {
 		return
 	}
 	cfg := trace.NewEventConfig(opts...)
-	attrs := append([]attribute.KeyValue{attribute.String("exception.type", typeName(err)), attribute.String("exception.message", err.Error())}, cfg.Attributes()...)
+	// The caller's attributes first, then the exception's, as the SDK
+	// orders them (it matters when the per-event limit cuts).
+	attrs := make([]attribute.KeyValue, 0, len(cfg.Attributes())+3)
+	attrs = append(attrs, cfg.Attributes()...)
+	attrs = append(attrs, attribute.String("exception.type", typeName(err)), attribute.String("exception.message", err.Error()))
 	if cfg.StackTrace() {
-		attrs = append(attrs, attribute.String("exception.stacktrace", string(debug.Stack())))
+		attrs = append(attrs, attribute.String("exception.stacktrace", stackTrace()))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.ended {
 		s.addEvent("exception", cfg.Timestamp(), attrs)
 	}
+}
+
+// stackTrace is the calling goroutine's stack, its first 2 KiB, as the
+// SDK records it.
+func stackTrace() string {
+	b := make([]byte, 2048)
+	return string(b[:runtime.Stack(b, false)])
 }
 
 // typeName is the package-qualified name of v's type.
@@ -411,7 +468,8 @@ func (s *span) addLink(l trace.Link) {
 }
 
 // What the exporters read of an ended span (the methods of the SDK's
-// ReadOnlySpan they use).
+// ReadOnlySpan they use). They take no lock: they are for the exporter,
+// after End, when nothing writes to the span any more.
 
 func (s *span) Name() string                                { return s.name }
 func (s *span) Parent() trace.SpanContext                   { return s.parent }

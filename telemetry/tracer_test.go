@@ -1,14 +1,17 @@
 package telemetry
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -41,7 +44,7 @@ func TestTheLeanTracerRecordsWhatTheSDKRecords(t *testing.T) {
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 	limits := sdktrace.NewSpanLimits()
 	limits.AttributeCountLimit, limits.EventCountLimit, limits.LinkCountLimit = 4, 2, 2
-	limits.AttributeValueLengthLimit, limits.AttributePerEventCountLimit = 5, 1
+	limits.AttributeValueLengthLimit, limits.AttributePerEventCountLimit = 5, 3
 	cases := []struct {
 		name string
 		run  func(tr trace.Tracer)
@@ -52,6 +55,25 @@ func TestTheLeanTracerRecordsWhatTheSDKRecords(t *testing.T) {
 			s.SetAttributes(attribute.String("k4", "long value"), attribute.Int("k5", 5), attribute.Int("k2", 22), attribute.StringSlice("k3", []string{"abcdefgh", "x"}))
 			s.SetAttributes(attribute.KeyValue{}) // invalid: dropped
 			s.End(trace.WithTimestamp(at(1)))
+			_, s = tr.Start(context.Background(), "a2", trace.WithTimestamp(at(0)))
+			s.SetAttributes(attribute.String("utf8", "héllo wörld"), attribute.String("bad", "ab\xffcdefg"), attribute.String("bad2", "ab\xffc"),
+				attribute.String("fffd", "\uFFFDxyzzy"), attribute.ByteSlice("bytes", []byte("0123456789")))
+			s.End(trace.WithTimestamp(at(1)))
+		}},
+		{"an unknown kind is internal; a tracer without a name gets the default one", func(tr trace.Tracer) {
+			_, s := tr.Start(context.Background(), "k", trace.WithSpanKind(trace.SpanKind(99)), trace.WithTimestamp(at(0)))
+			s.End(trace.WithTimestamp(at(1)))
+			_, s = s.TracerProvider().Tracer("").Start(context.Background(), "unnamed", trace.WithTimestamp(at(0)))
+			s.End(trace.WithTimestamp(at(1)))
+		}},
+		{"the sampler decides: record only, its attributes, its trace state", func(tr trace.Tracer) {
+			for _, name := range []string{"record-only", "sampled"} {
+				_, s := tr.Start(context.Background(), name, trace.WithTimestamp(at(0)))
+				if !s.IsRecording() || s.SpanContext().IsSampled() != (name == "sampled") || s.SpanContext().TraceState().Get("fixed") != "yes" {
+					panic(fmt.Sprintf("%s: recording %v, sampled %v, state %q", name, s.IsRecording(), s.SpanContext().IsSampled(), s.SpanContext().TraceState()))
+				}
+				s.End(trace.WithTimestamp(at(1)))
+			}
 		}},
 		{"a child of a remote parent, a server kind, a rename", func(tr trace.Tracer) {
 			ctx := trace.ContextWithRemoteSpanContext(context.Background(), remoteParent)
@@ -72,6 +94,9 @@ func TestTheLeanTracerRecordsWhatTheSDKRecords(t *testing.T) {
 			s.AddEvent("e2", trace.WithTimestamp(at(2)), trace.WithAttributes(attribute.String("x", "1"), attribute.String("y", "2")))
 			s.RecordError(errors.New("boom"), trace.WithTimestamp(at(3)))
 			s.RecordError(nil)
+			_, s2 := tr.Start(context.Background(), "c2", trace.WithTimestamp(at(0)))
+			s2.RecordError(errors.New("with more"), trace.WithTimestamp(at(1)), trace.WithStackTrace(true), trace.WithAttributes(attribute.String("mine", "1")))
+			s2.End(trace.WithTimestamp(at(2)))
 			s.End(trace.WithTimestamp(at(4)))
 		}},
 		{"status: error replaces unset, ok is final, unset is ignored", func(tr trace.Tracer) {
@@ -126,9 +151,10 @@ func TestTheLeanTracerRecordsWhatTheSDKRecords(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			sdkExp, leanExp := tracetest.NewInMemoryExporter(), tracetest.NewInMemoryExporter()
-			sdk := sdktrace.NewTracerProvider(sdktrace.WithSyncer(sdkExp), sdktrace.WithRawSpanLimits(limits),
+			sampler := sdktrace.ParentBased(fixedStateSampler{})
+			sdk := sdktrace.NewTracerProvider(sdktrace.WithSyncer(sdkExp), sdktrace.WithRawSpanLimits(limits), sdktrace.WithSampler(sampler),
 				sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", "t"))))
-			lean := leanProvider(t, leanExp, sdktrace.ParentBased(sdktrace.AlwaysSample()), limits, BatchOptions{MaxQueue: 100, MaxBatch: 100, Delay: time.Hour, ExportTimeout: time.Second})
+			lean := leanProvider(t, leanExp, sampler, limits, BatchOptions{MaxQueue: 100, MaxBatch: 100, Delay: time.Hour, ExportTimeout: time.Second})
 			c.run(sdk.Tracer("scope", trace.WithInstrumentationVersion("1")))
 			c.run(lean.Tracer("scope", trace.WithInstrumentationVersion("1")))
 			if err := lean.ForceFlush(context.Background()); err != nil {
@@ -141,6 +167,21 @@ func TestTheLeanTracerRecordsWhatTheSDKRecords(t *testing.T) {
 		})
 	}
 }
+
+// fixedStateSampler records every root span with an attribute and a
+// trace state of its own, sampling all but those named record-only.
+type fixedStateSampler struct{}
+
+func (fixedStateSampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	d := sdktrace.RecordAndSample
+	if p.Name == "record-only" {
+		d = sdktrace.RecordOnly
+	}
+	ts, _ := trace.SpanContextFromContext(p.ParentContext).TraceState().Insert("fixed", "yes")
+	return sdktrace.SamplingResult{Decision: d, Attributes: []attribute.KeyValue{attribute.String("sampler", "fixed")}, Tracestate: ts}
+}
+
+func (fixedStateSampler) Description() string { return "fixed" }
 
 // describe prints what a span exports, with its ids replaced by their
 // relation to the other spans (same trace, parent) so two runs compare.
@@ -155,14 +196,21 @@ func describe(spans tracetest.SpanStubs) string {
 		if s.Parent.IsValid() && parent == "" {
 			parent = "?"
 		}
-		fmt.Fprintf(&b, "%s kind=%v parent=%s remoteParent=%v sameTraceAsRemote=%v sampled=%v start=%s end=%s status=%v/%q scope=%s/%s res=%v\n",
-			s.Name, s.SpanKind, parent, s.Parent.IsRemote(), s.SpanContext.TraceID() == remoteParent.TraceID(), s.SpanContext.IsSampled(),
+		fmt.Fprintf(&b, "%s kind=%v parent=%s remoteParent=%v sameTraceAsRemote=%v flags=%v state=%q start=%s end=%s status=%v/%q scope=%s/%s res=%v\n",
+			s.Name, s.SpanKind, parent, s.Parent.IsRemote(), s.SpanContext.TraceID() == remoteParent.TraceID(), s.SpanContext.TraceFlags(), s.SpanContext.TraceState(),
 			s.StartTime.Format(time.TimeOnly), s.EndTime.Format(time.TimeOnly), s.Status.Code, s.Status.Description,
 			s.InstrumentationScope.Name, s.InstrumentationScope.Version, s.Resource.Attributes())
 		fmt.Fprintf(&b, "  attrs %v dropped %d\n", s.Attributes, s.DroppedAttributes)
 		for _, e := range s.Events {
-			msg := e.Attributes
-			fmt.Fprintf(&b, "  event %s at %s %v dropped %d\n", e.Name, e.Time.Format(time.TimeOnly), msg, e.DroppedAttributeCount)
+			var attrs []string
+			for _, kv := range e.Attributes {
+				v := kv.Value.Emit()
+				if kv.Key == "exception.stacktrace" { // the two stacks differ; their presence and size limit do not
+					v = fmt.Sprintf("<%v bytes up to 2048>", len(v) > 0 && len(v) <= 2048)
+				}
+				attrs = append(attrs, string(kv.Key)+"="+v)
+			}
+			fmt.Fprintf(&b, "  event %s at %s %v dropped %d\n", e.Name, e.Time.Format(time.TimeOnly), attrs, e.DroppedAttributeCount)
 		}
 		fmt.Fprintf(&b, "  events dropped %d\n", s.DroppedEvents)
 		for _, l := range s.Links {
@@ -250,6 +298,10 @@ func TestEndedSpansAreExportedInBatchesAndNeverWaitedFor(t *testing.T) {
 		}
 		return exp.ExportSpans(ctx, s)
 	})
+	var reported atomic.Value // what the batcher told the error handler
+	prev := otel.GetErrorHandler()
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { reported.Store(err.Error()) }))
+	t.Cleanup(func() { otel.SetErrorHandler(prev) })
 	p := leanProvider(t, slow, sdktrace.AlwaysSample(), sdktrace.NewSpanLimits(), BatchOptions{MaxQueue: 4, MaxBatch: 3, Delay: time.Hour, ExportTimeout: time.Second})
 	tr := p.Tracer("t")
 	end := func(n int) {
@@ -284,7 +336,11 @@ func TestEndedSpansAreExportedInBatchesAndNeverWaitedFor(t *testing.T) {
 	// queue, the rest are dropped, and ending them does not wait.
 	blocked.Store(true)
 	end(3)
-	<-entered // the loop took the full batch and hangs in export
+	select { // the loop took the full batch and hangs in export
+	case <-entered:
+	case <-time.After(3 * time.Second):
+		t.Fatal("a full batch did not reach the exporter")
+	}
 	done := make(chan struct{})
 	go func() { end(10); close(done) }()
 	select {
@@ -297,6 +353,9 @@ func TestEndedSpansAreExportedInBatchesAndNeverWaitedFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(4 + 3 + 4)
+	if got := reported.Load(); got == nil || !strings.Contains(got.(string), "6 spans dropped") {
+		t.Fatalf("the drops were reported as %v", got)
+	}
 
 	// Shutdown exports what is left and refuses what comes after.
 	end(1)
@@ -318,6 +377,97 @@ func TestEndedSpansAreExportedInBatchesAndNeverWaitedFor(t *testing.T) {
 		t.Fatal("the timer did not export a partial batch")
 	}
 }
+
+// TestSteadyTrafficLeavesInFullBatches: spans ended one after another
+// while exports run leave in batches of the full size, not in whatever
+// arrived during the previous export; only a flush sends a partial one.
+func TestSteadyTrafficLeavesInFullBatches(t *testing.T) {
+	var mu sync.Mutex
+	var sizes []int
+	exp := exporterFunc(func(_ context.Context, s []sdktrace.ReadOnlySpan) error {
+		time.Sleep(time.Millisecond) // an export takes a while; spans keep coming
+		mu.Lock()
+		sizes = append(sizes, len(s))
+		mu.Unlock()
+		return nil
+	})
+	p := leanProvider(t, exp, sdktrace.AlwaysSample(), sdktrace.NewSpanLimits(), BatchOptions{MaxQueue: 1000, MaxBatch: 10, Delay: time.Hour, ExportTimeout: time.Second})
+	tr := p.Tracer("t")
+	for range 205 {
+		_, s := tr.Start(context.Background(), "x")
+		s.End()
+		time.Sleep(50 * time.Microsecond)
+	}
+	if err := p.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	total := 0
+	for i, n := range sizes {
+		total += n
+		if n != 10 && i != len(sizes)-1 {
+			t.Fatalf("batch %d of %v has %d spans: want full batches of 10 until the flush", i, sizes, n)
+		}
+	}
+	if total != 205 {
+		t.Fatalf("%d spans exported, want 205 (%v)", total, sizes)
+	}
+}
+
+// TestThePlatformsSpansEncodeAsTheirSDKForm: the OTLP encoder reading
+// the platform's spans directly (what serving does) writes the same
+// bytes as for the same spans in the SDK's read-only form, whose encoding
+// TestTheLeanEncoderWritesWhatTheOfficialTypesRead checks against the
+// official OTLP types.
+func TestThePlatformsSpansEncodeAsTheirSDKForm(t *testing.T) {
+	var mu sync.Mutex
+	var ended []*span
+	capture := captureExporter(func(s []*span) {
+		mu.Lock()
+		ended = append(ended, s...)
+		mu.Unlock()
+	})
+	res := resource.NewSchemaless(attribute.String("service.name", "t"))
+	p := newProvider(res, sdktrace.ParentBased(sdktrace.AlwaysSample()), sdktrace.NewSpanLimits(),
+		newBatcher(capture, BatchOptions{MaxQueue: 100, MaxBatch: 100, Delay: time.Hour, ExportTimeout: time.Second}))
+	defer p.Shutdown(context.Background())
+	ts, _ := trace.ParseTraceState("vendor=a")
+	remote := trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled, TraceState: ts, Remote: true}))
+	ctx, server := p.Tracer(ScopeName, trace.WithInstrumentationVersion("v1")).Start(remote, "tools/call x", trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithLinks(trace.Link{SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{3}, SpanID: trace.SpanID{4}}), Attributes: []attribute.KeyValue{attribute.Int("n", 1)}}))
+	_, client := p.Tracer("db").Start(ctx, "SELECT t", trace.WithSpanKind(trace.SpanKindClient))
+	client.SetAttributes(attribute.String("db.system.name", "sqlite"), attribute.Int("port", 5432), attribute.Float64("f", 0.5))
+	client.SetStatus(codes.Ok, "")
+	client.End()
+	server.SetAttributes(attribute.StringSlice("keys", []string{"a", "wh.b"}), attribute.Bool("t", true), attribute.String("long", strings.Repeat("x", 300)))
+	server.AddEvent(EventStateRejected, trace.WithAttributes(AttrRejectReason.String("expired")))
+	server.SetStatus(codes.Error, "boom")
+	server.End()
+	if err := p.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ended) != 2 {
+		t.Fatalf("%d spans exported", len(ended))
+	}
+	ro := make([]sdktrace.ReadOnlySpan, len(ended))
+	for i, s := range ended {
+		ro[i] = readOnly(s)
+	}
+	direct, viaSDK := appendExportRequest(nil, ended), appendExportRequest(nil, ro)
+	if !bytes.Equal(direct, viaSDK) {
+		t.Fatalf("the platform's spans encode differently from their SDK form:\n%x\n%x", direct, viaSDK)
+	}
+}
+
+// captureExporter hands each batch to a function.
+type captureExporter func([]*span)
+
+func (c captureExporter) export(_ context.Context, s []*span) error { c(s); return nil }
+func (captureExporter) shutdown(context.Context) error              { return nil }
 
 type exporterFunc func(context.Context, []sdktrace.ReadOnlySpan) error
 
