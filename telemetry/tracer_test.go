@@ -204,7 +204,7 @@ func describe(spans tracetest.SpanStubs) string {
 		for _, e := range s.Events {
 			var attrs []string
 			for _, kv := range e.Attributes {
-				v := kv.Value.Emit()
+				v := kv.Value.String()
 				if kv.Key == "exception.stacktrace" { // the two stacks differ; their presence and size limit do not
 					v = fmt.Sprintf("<%v bytes up to 2048>", len(v) > 0 && len(v) <= 2048)
 				}
