@@ -264,6 +264,26 @@ func (o *observation) spanName() string {
 	return method
 }
 
+// flowSpanName is "flow {method} {target}", from the catalogue snapshot
+// when the target is a registered tool or prompt.
+func (o *observation) flowSpanName(method string) string {
+	c := o.c
+	if c == nil || c.name == "" {
+		return "flow " + method
+	}
+	switch c.method {
+	case mrtr.MethodToolsCall:
+		if e := o.snap.tools[c.name]; e != nil {
+			return e.flowName
+		}
+	case mrtr.MethodPromptsGet:
+		if e := o.snap.prompts[c.name]; e != nil {
+			return e.flowName
+		}
+	}
+	return "flow " + method + " " + c.name
+}
+
 // Span kinds as start options, made once.
 var (
 	serverKind   = trace.WithSpanKind(trace.SpanKindServer)
@@ -628,10 +648,7 @@ func (o *observation) flowDone(ctx context.Context, now time.Time, method, resul
 	if !o.span.IsRecording() {
 		return
 	}
-	name := "flow " + method
-	if o.c != nil && o.c.name != "" {
-		name += " " + o.c.name
-	}
+	name := o.flowSpanName(method)
 	buf := attrPool.Get().(*[]attribute.KeyValue)
 	attrs := append((*buf)[:0],
 		telemetry.AttrMCPMethod.String(method),

@@ -48,8 +48,9 @@ type toolEntry struct {
 	headers map[string]headerParam
 	// declared are the inputs gathered before the webhook is called.
 	declared *mrtr.Inputs
-	// spanName names the tool's request spans, built once.
-	spanName string
+	// spanName and flowName name the tool's request spans and flow
+	// spans, built once (spanNames).
+	spanName, flowName string
 }
 
 type headerParam struct {
@@ -63,6 +64,7 @@ type promptEntry struct {
 	secret   string
 	declared *mrtr.Inputs
 	spanName string
+	flowName string
 }
 
 type resourceEntry struct {
@@ -123,7 +125,7 @@ func buildSnapshot(c *store.Catalogue) (*snapshot, []error) {
 				continue
 			}
 			e.schema, e.headers = sch, headerParams(e.def.InputSchema)
-			e.spanName = mrtr.MethodToolsCall + " " + e.def.Name
+			e.spanName, e.flowName = spanNames(mrtr.MethodToolsCall, e.def.Name)
 			s.tools[e.def.Name] = e
 			s.toolList = append(s.toolList, mustJSON(toolListing(&e.def)))
 		case catalogue.KindPrompt:
@@ -137,7 +139,7 @@ func buildSnapshot(c *store.Catalogue) (*snapshot, []error) {
 				errs = append(errs, fmt.Errorf("prompt %q: inputs: %w", it.Name, err))
 				continue
 			}
-			e.spanName = mrtr.MethodPromptsGet + " " + e.def.Name
+			e.spanName, e.flowName = spanNames(mrtr.MethodPromptsGet, e.def.Name)
 			s.prompts[e.def.Name] = e
 			s.promptLst = append(s.promptLst, mustJSON(promptListing(&e.def)))
 		case catalogue.KindResource:
@@ -303,4 +305,11 @@ func (s *snapshot) matchTemplate(uri string) (*templateEntry, map[string]string)
 		}
 	}
 	return nil, nil
+}
+
+// spanNames are a target's request span name, "{method} {name}", and its
+// flow span name, "flow {method} {name}", sharing one string.
+func spanNames(method, name string) (span, flow string) {
+	flow = "flow " + method + " " + name
+	return flow[len("flow "):], flow
 }
