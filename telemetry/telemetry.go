@@ -203,22 +203,33 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 		}
 	default:
 		var readers []sdkmetric.Option
+		var prom *otelprom.Exporter
 		if cfg.Prometheus {
 			reg := promclient.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-			exp, err := otelprom.New(otelprom.WithRegisterer(reg))
-			if err != nil {
+			var err error
+			if prom, err = otelprom.New(otelprom.WithRegisterer(reg)); err != nil {
 				return fail(fmt.Errorf("telemetry: prometheus exporter: %w", err))
 			}
-			readers = append(readers, sdkmetric.WithReader(exp))
+			readers = append(readers, sdkmetric.WithReader(prom))
 			t.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+		}
+		interval, timeout, err := exportIntervals(getenv)
+		if err != nil {
+			return fail(err)
 		}
 		exp, err := metricExporter(ctx, getenv)
 		if err != nil {
 			return fail(err)
 		}
-		if exp != nil {
-			readers = append(readers, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)))
+		var shared *sharedExport
+		switch {
+		case exp == nil:
+		case prom != nil && shareable(exp):
+			shared = newSharedExport(prom, exp, interval, timeout)
+		default:
+			readers = append(readers, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp,
+				sdkmetric.WithInterval(interval), sdkmetric.WithTimeout(timeout))))
 		}
 		if len(readers) == 0 {
 			t.mp = metricnoop.NewMeterProvider()
@@ -226,6 +237,9 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 		}
 		r, err := getRes()
 		if err != nil {
+			if shared != nil {
+				_ = shared.Shutdown(ctx)
+			}
 			return fail(err)
 		}
 		opts := append(readers, sdkmetric.WithResource(r))
@@ -240,6 +254,9 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 		mp := sdkmetric.NewMeterProvider(opts...)
 		t.mp = mp
 		t.onShutdown(mp.Shutdown)
+		if shared != nil {
+			t.onShutdown(shared.Shutdown) // runs first: its last export reads the Prometheus reader
+		}
 	}
 
 	t.tracer = t.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(cfg.Version))

@@ -1,0 +1,121 @@
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+)
+
+// sharedExport sends what one reader aggregates to an OTLP exporter on a
+// timer: with both Prometheus and OTLP on, they share the Prometheus
+// exporter's aggregation instead of each keeping its own (the SDK feeds
+// every measurement to every reader, so two readers double the cost of
+// each one on the request path). It does the periodic reader's job:
+// every OTEL_METRIC_EXPORT_INTERVAL, collect and export within
+// OTEL_METRIC_EXPORT_TIMEOUT, and once more at shutdown.
+type sharedExport struct {
+	reader   sdkmetric.Reader
+	exp      sdkmetric.Exporter
+	interval time.Duration
+	timeout  time.Duration
+
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+// shareable reports whether exp takes what the Prometheus reader
+// aggregates as is: cumulative temporality (the Prometheus model) and the
+// default aggregation for every instrument kind, which an OTLP exporter
+// uses unless configured otherwise (for instance by
+// OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE=delta).
+func shareable(exp sdkmetric.Exporter) bool {
+	for _, k := range []sdkmetric.InstrumentKind{
+		sdkmetric.InstrumentKindCounter, sdkmetric.InstrumentKindUpDownCounter, sdkmetric.InstrumentKindHistogram,
+		sdkmetric.InstrumentKindGauge, sdkmetric.InstrumentKindObservableCounter,
+		sdkmetric.InstrumentKindObservableUpDownCounter, sdkmetric.InstrumentKindObservableGauge,
+	} {
+		if exp.Temporality(k) != metricdata.CumulativeTemporality || !reflect.DeepEqual(exp.Aggregation(k), sdkmetric.DefaultAggregationSelector(k)) {
+			return false
+		}
+	}
+	return true
+}
+
+// exportIntervals reads OTEL_METRIC_EXPORT_INTERVAL and
+// OTEL_METRIC_EXPORT_TIMEOUT (milliseconds; 60000 and 30000 by default).
+func exportIntervals(getenv func(string) string) (interval, timeout time.Duration, err error) {
+	interval, timeout = time.Minute, 30*time.Second
+	for _, v := range []struct {
+		name string
+		d    *time.Duration
+	}{{"OTEL_METRIC_EXPORT_INTERVAL", &interval}, {"OTEL_METRIC_EXPORT_TIMEOUT", &timeout}} {
+		s := strings.TrimSpace(getenv(v.name))
+		if s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			return 0, 0, fmt.Errorf("telemetry: %s=%q: want a positive number of milliseconds", v.name, s)
+		}
+		*v.d = time.Duration(n) * time.Millisecond
+	}
+	return interval, timeout, nil
+}
+
+func newSharedExport(reader sdkmetric.Reader, exp sdkmetric.Exporter, interval, timeout time.Duration) *sharedExport {
+	s := &sharedExport{reader: reader, exp: exp, interval: interval, timeout: timeout, stop: make(chan struct{}), done: make(chan struct{})}
+	go s.loop()
+	return s
+}
+
+func (s *sharedExport) loop() {
+	defer close(s.done)
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			if err := s.export(context.Background()); err != nil {
+				otel.Handle(err)
+			}
+		}
+	}
+}
+
+// export collects once and sends it, within the export timeout.
+func (s *sharedExport) export(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var rm metricdata.ResourceMetrics
+	if err := s.reader.Collect(ctx, &rm); err != nil {
+		return fmt.Errorf("telemetry: metrics collection: %w", err)
+	}
+	return s.exp.Export(ctx, &rm)
+}
+
+// Shutdown stops the timer, exports a last time and shuts the exporter
+// down. It must run before the reader shuts down (Telemetry.Shutdown runs
+// its steps in reverse order of registration).
+func (s *sharedExport) Shutdown(ctx context.Context) error {
+	var err error
+	s.once.Do(func() {
+		close(s.stop)
+		<-s.done
+		err = s.export(ctx)
+		if serr := s.exp.Shutdown(ctx); err == nil {
+			err = serr
+		}
+	})
+	return err
+}
