@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -27,9 +28,10 @@ type sharedExport struct {
 	interval time.Duration
 	timeout  time.Duration
 
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	ctx    context.Context // the timer's exports; cancelled at shutdown
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
 }
 
 // shareable reports whether exp takes what the Prometheus reader
@@ -72,7 +74,8 @@ func exportIntervals(getenv func(string) string) (interval, timeout time.Duratio
 }
 
 func newSharedExport(reader sdkmetric.Reader, exp sdkmetric.Exporter, interval, timeout time.Duration) *sharedExport {
-	s := &sharedExport{reader: reader, exp: exp, interval: interval, timeout: timeout, stop: make(chan struct{}), done: make(chan struct{})}
+	s := &sharedExport{reader: reader, exp: exp, interval: interval, timeout: timeout, done: make(chan struct{})}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	go s.loop()
 	return s
 }
@@ -83,10 +86,10 @@ func (s *sharedExport) loop() {
 	defer t.Stop()
 	for {
 		select {
-		case <-s.stop:
+		case <-s.ctx.Done():
 			return
 		case <-t.C:
-			if err := s.export(context.Background()); err != nil {
+			if err := s.export(s.ctx); err != nil && s.ctx.Err() == nil {
 				otel.Handle(err)
 			}
 		}
@@ -104,14 +107,20 @@ func (s *sharedExport) export(ctx context.Context) error {
 	return s.exp.Export(ctx, &rm)
 }
 
-// Shutdown stops the timer, exports a last time and shuts the exporter
-// down. It must run before the reader shuts down (Telemetry.Shutdown runs
-// its steps in reverse order of registration).
+// Shutdown stops the timer (abandoning an export in flight, as the SDK's
+// periodic reader does), exports a last time and shuts the exporter down,
+// all within ctx. It must run before the reader shuts down
+// (Telemetry.Shutdown runs its steps in reverse order of registration).
 func (s *sharedExport) Shutdown(ctx context.Context) error {
-	var err error
+	err := errors.New("telemetry: metrics export already shut down")
 	s.once.Do(func() {
-		close(s.stop)
-		<-s.done
+		s.cancel()
+		select {
+		case <-s.done:
+		case <-ctx.Done():
+			err = ctx.Err()
+			return
+		}
 		err = s.export(ctx)
 		if serr := s.exp.Shutdown(ctx); err == nil {
 			err = serr

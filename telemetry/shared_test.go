@@ -126,13 +126,43 @@ func TestPrometheusAndOTLPShareOneAggregation(t *testing.T) {
 	}
 }
 
-// TestMetricExportIntervalsAreChecked: a bad interval or timeout stops
-// the start, naming the variable.
+// TestMetricExportIntervalsAreChecked: with OTLP metrics on, a bad
+// interval or timeout stops the start, naming the variable.
 func TestMetricExportIntervalsAreChecked(t *testing.T) {
 	for _, name := range []string{"OTEL_METRIC_EXPORT_INTERVAL", "OTEL_METRIC_EXPORT_TIMEOUT"} {
-		_, err := Setup(context.Background(), Config{Prometheus: true, Getenv: env(name, "soon")})
+		_, err := Setup(context.Background(), Config{Prometheus: true, Getenv: env(name, "soon",
+			"OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1", "OTEL_TRACES_EXPORTER", "none")})
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s=soon: %v", name, err)
 		}
+	}
+}
+
+// TestAStuckMetricsExportDoesNotHoldUpShutdown: with the collector
+// hanging, shutdown abandons the export in flight and returns within its
+// deadline, leaving time for the spans behind it.
+func TestAStuckMetricsExportDoesNotHoldUpShutdown(t *testing.T) {
+	release := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hang.Close()
+	defer close(release)
+	tel, err := Setup(context.Background(), Config{Prometheus: true, Getenv: env(
+		"OTEL_EXPORTER_OTLP_ENDPOINT", hang.URL, "OTEL_TRACES_EXPORTER", "none", "OTEL_METRIC_EXPORT_INTERVAL", "10")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tel.Metrics().Operation(context.Background(), time.Millisecond, "acme", "tools/call", "", "")
+	time.Sleep(50 * time.Millisecond) // an export is in flight, hanging
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_ = tel.Shutdown(ctx) // the last export cannot succeed; it must not outlast ctx
+	if waited := time.Since(start); waited > 2*time.Second {
+		t.Fatalf("shutdown waited %v for a hanging collector", waited)
 	}
 }

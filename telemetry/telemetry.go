@@ -214,22 +214,24 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 			readers = append(readers, sdkmetric.WithReader(prom))
 			t.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 		}
-		interval, timeout, err := exportIntervals(getenv)
-		if err != nil {
-			return fail(err)
-		}
 		exp, err := metricExporter(ctx, getenv)
 		if err != nil {
 			return fail(err)
 		}
 		var shared *sharedExport
-		switch {
-		case exp == nil:
-		case prom != nil && shareable(exp):
-			shared = newSharedExport(prom, exp, interval, timeout)
-		default:
-			readers = append(readers, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp,
-				sdkmetric.WithInterval(interval), sdkmetric.WithTimeout(timeout))))
+		var periodic sdkmetric.Reader
+		if exp != nil {
+			interval, timeout, err := exportIntervals(getenv)
+			if err != nil {
+				_ = exp.Shutdown(ctx)
+				return fail(err)
+			}
+			if prom != nil && shareable(exp) {
+				shared = newSharedExport(prom, exp, interval, timeout)
+			} else {
+				periodic = sdkmetric.NewPeriodicReader(exp, sdkmetric.WithInterval(interval), sdkmetric.WithTimeout(timeout))
+				readers = append(readers, sdkmetric.WithReader(periodic))
+			}
 		}
 		if len(readers) == 0 {
 			t.mp = metricnoop.NewMeterProvider()
@@ -239,6 +241,9 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 		if err != nil {
 			if shared != nil {
 				_ = shared.Shutdown(ctx)
+			}
+			if periodic != nil {
+				_ = periodic.Shutdown(ctx)
 			}
 			return fail(err)
 		}
