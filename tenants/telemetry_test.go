@@ -243,8 +243,12 @@ func TestAFlowAcrossReplicasIsThreeLinkedRoundSpansAndOneFlowSpan(t *testing.T) 
 
 	// One flow span, on the replica that completed it.
 	flows := waitSpans(t, recA, 1, func(s sdktrace.ReadOnlySpan) bool { return strings.HasPrefix(s.Name(), "flow ") })
-	if n := len(waitSpans(t, recB, 0, func(s sdktrace.ReadOnlySpan) bool { return strings.HasPrefix(s.Name(), "flow ") })); n != 0 {
-		t.Fatal("flow span on b")
+	// A flow span is emitted before its round's span ends, and b's round
+	// spans have all been seen above: any flow span of b's is there too.
+	for _, s := range recB.Ended() {
+		if strings.HasPrefix(s.Name(), "flow ") {
+			t.Fatal("flow span on b")
+		}
 	}
 	f := flows[0]
 	if f.Name() != "flow tools/call order" || !linksTo(f, r3) || f.Parent().IsValid() {
