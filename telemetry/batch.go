@@ -38,23 +38,44 @@ func batchOptions(getenv func(string) string) (BatchOptions, error) {
 		{"OTEL_BSP_SCHEDULE_DELAY", nil, &o.Delay},
 		{"OTEL_BSP_EXPORT_TIMEOUT", nil, &o.ExportTimeout},
 	} {
-		s := strings.TrimSpace(getenv(v.name))
-		if s == "" {
-			continue
-		}
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			return o, fmt.Errorf("telemetry: %s=%q: want a positive integer", v.name, s)
-		}
+		var err error
 		if v.n != nil {
-			*v.n = n
+			err = positiveEnv(getenv, v.name, v.n)
 		} else {
-			*v.d = time.Duration(n) * time.Millisecond
+			err = millisEnv(getenv, v.name, v.d)
+		}
+		if err != nil {
+			return o, err
 		}
 	}
 	// As the specification says: a batch is never larger than the queue.
 	o.MaxBatch = min(o.MaxBatch, o.MaxQueue)
 	return o, nil
+}
+
+// positiveEnv sets *n from the variable name when it is set: a positive
+// integer, or an error naming the variable.
+func positiveEnv(getenv func(string) string, name string, n *int) error {
+	s := strings.TrimSpace(getenv(name))
+	if s == "" {
+		return nil
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v <= 0 {
+		return fmt.Errorf("telemetry: %s=%q: want a positive integer", name, s)
+	}
+	*n = v
+	return nil
+}
+
+// millisEnv is positiveEnv for a duration given in milliseconds.
+func millisEnv(getenv func(string) string, name string, d *time.Duration) error {
+	ms := -1
+	if err := positiveEnv(getenv, name, &ms); err != nil || ms < 0 {
+		return err
+	}
+	*d = time.Duration(ms) * time.Millisecond
+	return nil
 }
 
 // batcher is the platform's batch span processor. Ended spans join a
@@ -247,6 +268,8 @@ func (e sdkExporter) export(ctx context.Context, spans []*span) error {
 	return e.exp.ExportSpans(ctx, ro)
 }
 
+func (e sdkExporter) shutdown(ctx context.Context) error { return e.exp.Shutdown(ctx) }
+
 // readOnly is an ended span in the SDK's read-only form.
 func readOnly(s *span) sdktrace.ReadOnlySpan {
 	return tracetest.SpanStub{
@@ -256,5 +279,3 @@ func readOnly(s *span) sdktrace.ReadOnlySpan {
 		Resource: s.t.p.res, InstrumentationScope: s.t.scope,
 	}.Snapshot()
 }
-
-func (e sdkExporter) shutdown(ctx context.Context) error { return e.exp.Shutdown(ctx) }

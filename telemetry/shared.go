@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -56,19 +54,11 @@ func shareable(exp sdkmetric.Exporter) bool {
 // OTEL_METRIC_EXPORT_TIMEOUT (milliseconds; 60000 and 30000 by default).
 func exportIntervals(getenv func(string) string) (interval, timeout time.Duration, err error) {
 	interval, timeout = time.Minute, 30*time.Second
-	for _, v := range []struct {
-		name string
-		d    *time.Duration
-	}{{"OTEL_METRIC_EXPORT_INTERVAL", &interval}, {"OTEL_METRIC_EXPORT_TIMEOUT", &timeout}} {
-		s := strings.TrimSpace(getenv(v.name))
-		if s == "" {
-			continue
-		}
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			return 0, 0, fmt.Errorf("telemetry: %s=%q: want a positive number of milliseconds", v.name, s)
-		}
-		*v.d = time.Duration(n) * time.Millisecond
+	if err := millisEnv(getenv, "OTEL_METRIC_EXPORT_INTERVAL", &interval); err != nil {
+		return 0, 0, err
+	}
+	if err := millisEnv(getenv, "OTEL_METRIC_EXPORT_TIMEOUT", &timeout); err != nil {
+		return 0, 0, err
 	}
 	return interval, timeout, nil
 }

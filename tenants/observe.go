@@ -229,7 +229,7 @@ func (o *observation) begin(c *call) {
 		}
 		return
 	}
-	// The attributes are all set once, at the end: the SDK then sizes
+	// The attributes are all set once, at the end: the span then sizes
 	// its attribute storage once instead of copying and growing it.
 	opts := append(o.startOpts[:0], serverKind, trace.WithTimestamp(o.start))
 	if len(links) > 0 {
@@ -246,42 +246,41 @@ func (o *observation) begin(c *call) {
 // spanName is {mcp.method.name} {target}, the target only when it is a
 // registered tool or prompt (a client cannot mint span names).
 func (o *observation) spanName() string {
-	method := o.method()
-	c := o.c
-	if c == nil || c.name == "" || o.snap == nil {
-		return method
+	if span, _, ok := o.targetNames(); ok {
+		return span
 	}
-	switch c.method {
-	case mrtr.MethodToolsCall:
-		if e := o.snap.tools[c.name]; e != nil {
-			return e.spanName
-		}
-	case mrtr.MethodPromptsGet:
-		if e := o.snap.prompts[c.name]; e != nil {
-			return e.spanName
-		}
-	}
-	return method
+	return o.method()
 }
 
-// flowSpanName is "flow {method} {target}", from the catalogue snapshot
-// when the target is a registered tool or prompt.
+// flowSpanName is "flow {method} {target}".
 func (o *observation) flowSpanName(method string) string {
-	c := o.c
-	if c == nil || c.name == "" {
+	if _, flow, ok := o.targetNames(); ok {
+		return flow
+	}
+	if o.c == nil || o.c.name == "" {
 		return "flow " + method
+	}
+	return "flow " + method + " " + o.c.name
+}
+
+// targetNames are the span names the catalogue snapshot built for the
+// request's target, when it is a registered tool or prompt.
+func (o *observation) targetNames() (span, flow string, ok bool) {
+	c := o.c
+	if c == nil || c.name == "" || o.snap == nil {
+		return "", "", false
 	}
 	switch c.method {
 	case mrtr.MethodToolsCall:
 		if e := o.snap.tools[c.name]; e != nil {
-			return e.flowName
+			return e.spanName, e.flowName, true
 		}
 	case mrtr.MethodPromptsGet:
 		if e := o.snap.prompts[c.name]; e != nil {
-			return e.flowName
+			return e.spanName, e.flowName, true
 		}
 	}
-	return "flow " + method + " " + c.name
+	return "", "", false
 }
 
 // Span kinds as start options, made once.
@@ -291,7 +290,7 @@ var (
 	internalKind = trace.WithSpanKind(trace.SpanKindInternal)
 )
 
-// attrPool recycles the attribute slices handed to the SDK, which copies
+// attrPool recycles the attribute slices handed to spans, which copy
 // them.
 var attrPool = sync.Pool{New: func() any { s := make([]attribute.KeyValue, 0, 24); return &s }}
 
@@ -669,8 +668,8 @@ func (o *observation) flowDone(ctx context.Context, now time.Time, method, resul
 	}
 	// A root of its own, so it is not cut to the final round's trace,
 	// linked to the final round (which links back round by round). The
-	// attributes are set after the start: as a start option the SDK
-	// copies them twice.
+	// attributes are set after the start, from the pool: a start option
+	// would hold its own copy.
 	_, fs := o.tel.Tracer().Start(ctx, name, trace.WithNewRoot(), internalKind,
 		trace.WithTimestamp(rd.start), trace.WithLinks(trace.Link{SpanContext: o.span.SpanContext()}))
 	fs.SetAttributes(attrs...)

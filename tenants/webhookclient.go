@@ -149,7 +149,7 @@ func (c *webhookClient) deliver(ctx context.Context, tenant, url, secret string,
 	}
 	c.tel.Metrics().Webhook(ctx, tenant, req.Kind, outcome, err != nil, time.Since(start))
 	if span.IsRecording() {
-		// Set once, at the end (the SDK sizes its storage once). Tenant,
+		// Set once, at the end (the span sizes its storage once). Tenant,
 		// flow, round and target are on the parent span, kind and target
 		// in the name; a failure's class is error.type, and success needs
 		// no more than the status: each attribute costs on export.
@@ -164,9 +164,7 @@ func (c *webhookClient) deliver(ctx context.Context, tenant, url, secret string,
 			span.SetStatus(codes.Error, outcome)
 		}
 		span.SetAttributes(end...)
-		clear(end)
-		*buf = end[:0]
-		attrPool.Put(buf)
+		putAttrs(buf, end)
 		span.End()
 	}
 	return resp, err
