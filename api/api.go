@@ -16,6 +16,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/opsmcp/platform/auth"
 	"github.com/opsmcp/platform/store"
 	"github.com/opsmcp/platform/tenants"
 )
@@ -57,7 +58,7 @@ func NewBootstrapToken(token string) *BootstrapToken {
 
 // Authenticate implements Authenticator.
 func (b *BootstrapToken) Authenticate(r *http.Request) (*Admin, error) {
-	tok, ok := bearer(r)
+	tok, ok := auth.BearerToken(r.Header)
 	if !ok || !b.set {
 		return nil, ErrUnauthenticated
 	}
@@ -66,15 +67,6 @@ func (b *BootstrapToken) Authenticate(r *http.Request) (*Admin, error) {
 		return nil, ErrUnauthenticated
 	}
 	return &Admin{Subject: "bootstrap", Role: RolePlatformAdmin}, nil
-}
-
-// bearer extracts a bearer token from the Authorization header.
-func bearer(r *http.Request) (string, bool) {
-	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
-		return "", false
-	}
-	return strings.TrimSpace(tok), true
 }
 
 // Options configures the admin API.

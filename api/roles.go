@@ -18,7 +18,7 @@ import (
 
 	"github.com/opsmcp/platform/auth"
 	"github.com/opsmcp/platform/store"
-	"github.com/opsmcp/platform/tenants"
+	"github.com/opsmcp/platform/tenant"
 )
 
 // Roles of admin callers.
@@ -40,7 +40,7 @@ func ParseRoles(values []string) (role string, slugs []string) {
 		case v == RolePlatformAdmin:
 			return RolePlatformAdmin, nil
 		case strings.HasPrefix(v, RoleTenantAdmin+":"):
-			if s := strings.TrimPrefix(v, RoleTenantAdmin+":"); tenants.ValidSlug(s) {
+			if s := strings.TrimPrefix(v, RoleTenantAdmin+":"); tenant.ValidSlug(s) {
 				slugs = append(slugs, s)
 			}
 		case v == RoleViewer && role == "":
@@ -100,7 +100,7 @@ func hashToken(tok string) string {
 
 // Authenticate implements Authenticator.
 func (a TokenAuth) Authenticate(r *http.Request) (*Admin, error) {
-	tok, ok := bearer(r)
+	tok, ok := auth.BearerToken(r.Header)
 	if !ok || !strings.HasPrefix(tok, tokenPrefix) {
 		return nil, ErrUnauthenticated
 	}
@@ -221,7 +221,7 @@ func (s *Server) createToken(c *gin.Context) {
 			errs = append(errs, FieldError{"tenants", "a tenant-admin token must name at least one tenant"})
 		}
 		for i, t := range req.Tenants {
-			if !tenants.ValidSlug(t) {
+			if !tenant.ValidSlug(t) {
 				errs = append(errs, FieldError{"tenants[" + strconv.Itoa(i) + "]", "is not a tenant slug"})
 			}
 		}

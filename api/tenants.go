@@ -11,15 +11,15 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/opsmcp/platform/store"
-	"github.com/opsmcp/platform/tenants"
+	"github.com/opsmcp/platform/tenant"
 )
 
 // tenantView is a tenant as the API shows it.
 type tenantView struct {
-	Slug        string           `json:"slug"`
-	DisplayName string           `json:"displayName"`
-	Disabled    bool             `json:"disabled"`
-	Settings    tenants.Settings `json:"settings"`
+	Slug        string          `json:"slug"`
+	DisplayName string          `json:"displayName"`
+	Disabled    bool            `json:"disabled"`
+	Settings    tenant.Settings `json:"settings"`
 	// Access says plainly who may call the endpoint: "public" (anyone,
 	// flows bound to no user), "bearer" (tokens from trusted issuers) or
 	// "closed" (nobody yet: no issuer is trusted).
@@ -32,7 +32,7 @@ type tenantView struct {
 }
 
 func (s *Server) view(t *store.Tenant) tenantView {
-	var set tenants.Settings
+	var set tenant.Settings
 	_ = json.Unmarshal([]byte(t.Settings), &set)
 	access := "closed"
 	switch {
@@ -50,17 +50,17 @@ func (s *Server) view(t *store.Tenant) tenantView {
 }
 
 type createTenantRequest struct {
-	Slug             string            `json:"slug"`
-	DisplayName      string            `json:"displayName"`
-	Disabled         bool              `json:"disabled"`
-	Settings         *tenants.Settings `json:"settings"`
-	ReuseRetiredSlug bool              `json:"reuseRetiredSlug"`
+	Slug             string           `json:"slug"`
+	DisplayName      string           `json:"displayName"`
+	Disabled         bool             `json:"disabled"`
+	Settings         *tenant.Settings `json:"settings"`
+	ReuseRetiredSlug bool             `json:"reuseRetiredSlug"`
 }
 
 // validateTenant checks the editable fields of a tenant.
-func validateTenant(slug, displayName *string, set *tenants.Settings) []FieldError {
+func validateTenant(slug, displayName *string, set *tenant.Settings) []FieldError {
 	var errs []FieldError
-	if slug != nil && !tenants.ValidSlug(*slug) {
+	if slug != nil && !tenant.ValidSlug(*slug) {
 		errs = append(errs, FieldError{Field: "slug", Message: "must be a lowercase DNS label: 1 to 63 of a-z, 0-9 and '-', not starting or ending with '-'"})
 	}
 	if displayName != nil && (strings.TrimSpace(*displayName) == "" || len(*displayName) > 200) {
@@ -224,7 +224,7 @@ func mergeSettings(current, patch []byte) ([]byte, *Problem) {
 		return nil, probValidation.with("the change is not valid", FieldError{Field: "settings", Message: "must be an object"})
 	}
 	merged, _ := json.Marshal(mergePatch(cur, pat))
-	var set tenants.Settings
+	var set tenant.Settings
 	dec := json.NewDecoder(bytes.NewReader(merged))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&set); err != nil {

@@ -112,7 +112,7 @@ type Options struct {
 	OnLog    func(LogMessage)
 
 	// MaxRounds bounds the rounds of a multi round-trip call (0 means
-	// mrtr.DefaultDriverMaxRounds).
+	// mrtr.DefaultMaxRounds).
 	MaxRounds int
 	// Clock is the driver's time source (nil means the system clock).
 	Clock mrtr.Clock

@@ -7,32 +7,19 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"time"
-
-	"gorm.io/gorm"
 
 	"github.com/opsmcp/platform/store"
 )
 
-// localBackend keeps records in the platform's database (table
-// key_rings), each sealed with AES-256-GCM under a key derived from the
+// localBackend keeps records in the platform's database (the store's
+// key rings), each sealed with AES-256-GCM under a key derived from the
 // configured master key, with the tenant id as associated data: a row
 // copied onto another tenant, or written under another master key, does
 // not open, and that tenant fails closed.
 type localBackend struct {
-	db   *gorm.DB
+	st   *store.Store
 	aead cipher.AEAD
 }
-
-// keyRingRow is a row of key_rings.
-type keyRingRow struct {
-	TenantID  string `gorm:"primaryKey"`
-	Version   int64
-	Sealed    string
-	UpdatedAt time.Time
-}
-
-func (keyRingRow) TableName() string { return "key_rings" }
 
 const localInfo = "opsmcp/keys/local-ring/v1"
 
@@ -45,7 +32,7 @@ func newLocalBackend(st *store.Store, master []byte) (*localBackend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &localBackend{db: st.DB(), aead: aead}, nil
+	return &localBackend{st: st, aead: aead}, nil
 }
 
 func (b *localBackend) name() string { return "local" }
@@ -53,13 +40,12 @@ func (b *localBackend) name() string { return "local" }
 func (b *localBackend) aad(tenantID string) []byte { return []byte(localInfo + ":" + tenantID) }
 
 func (b *localBackend) load(ctx context.Context, tenantID string) ([]byte, int64, error) {
-	var row keyRingRow
-	err := b.db.WithContext(ctx).Where("tenant_id = ?", tenantID).Take(&row).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
+	row, err := b.st.KeyRing(ctx, tenantID)
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, 0, ErrNoRing
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("read key ring: %w", err)
+		return nil, 0, err
 	}
 	raw, err := base64.StdEncoding.DecodeString(row.Sealed)
 	ns := b.aead.NonceSize()
@@ -74,40 +60,16 @@ func (b *localBackend) load(ctx context.Context, tenantID string) ([]byte, int64
 }
 
 func (b *localBackend) version(ctx context.Context, tenantID string) (int64, error) {
-	var vs []int64
-	err := b.db.WithContext(ctx).Model(&keyRingRow{}).Where("tenant_id = ?", tenantID).Pluck("version", &vs).Error
-	if err != nil {
-		return 0, fmt.Errorf("read key ring version: %w", err)
-	}
-	if len(vs) == 0 {
-		return 0, nil
-	}
-	return vs[0], nil
+	return b.st.KeyRingVersion(ctx, tenantID)
 }
 
 func (b *localBackend) save(ctx context.Context, tenantID string, rec []byte, cas int64) (int64, error) {
 	nonce := make([]byte, b.aead.NonceSize(), b.aead.NonceSize()+len(rec)+b.aead.Overhead())
 	rand.Read(nonce)
 	sealed := base64.StdEncoding.EncodeToString(b.aead.Seal(nonce, nonce, rec, b.aad(tenantID)))
-	now := time.Now().UTC()
-	db := b.db.WithContext(ctx)
-	if cas == 0 {
-		err := db.Create(&keyRingRow{TenantID: tenantID, Version: 1, Sealed: sealed, UpdatedAt: now}).Error
-		if errors.Is(err, gorm.ErrDuplicatedKey) {
-			return 0, errConflict
-		}
-		if err != nil {
-			return 0, fmt.Errorf("write key ring: %w", err)
-		}
-		return 1, nil
-	}
-	res := db.Model(&keyRingRow{}).Where("tenant_id = ? AND version = ?", tenantID, cas).
-		Updates(map[string]any{"version": cas + 1, "sealed": sealed, "updated_at": now})
-	if res.Error != nil {
-		return 0, fmt.Errorf("write key ring: %w", res.Error)
-	}
-	if res.RowsAffected != 1 {
+	v, err := b.st.SaveKeyRing(ctx, tenantID, sealed, cas)
+	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrVersionMismatch) {
 		return 0, errConflict
 	}
-	return cas + 1, nil
+	return v, err
 }

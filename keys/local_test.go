@@ -17,7 +17,6 @@ import (
 	"github.com/opsmcp/platform/keys"
 	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/store"
-	"github.com/opsmcp/platform/tenants"
 )
 
 // clock is a settable clock shared by managers and sealers.
@@ -142,12 +141,6 @@ func openReason(t testing.TB, s *mrtr.Sealer, tenantID, tok string) string {
 		t.Fatalf("open: %v is not a rejection", err)
 	}
 	return rej.Reason
-}
-
-func TestDefaultStateTTLMatchesTenants(t *testing.T) {
-	if keys.DefaultStateTTL != tenants.DefaultStateTTLSeconds*time.Second {
-		t.Fatalf("keys.DefaultStateTTL %s, tenants default %ds", keys.DefaultStateTTL, tenants.DefaultStateTTLSeconds)
-	}
 }
 
 // TestLocalRotationPhases walks a ring through a whole rotation on both

@@ -2,7 +2,6 @@ package keys
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/tenant"
 )
 
 // scheduleLoop runs a scheduler pass soon after start and then every
@@ -104,34 +104,21 @@ func (m *Manager) scheduleTenant(ctx context.Context, t *store.Tenant) error {
 	return err
 }
 
-// DefaultStateTTL is the state TTL of a tenant whose settings set none;
-// it equals tenants.DefaultStateTTLSeconds (a test checks). keys reads the
-// one setting itself rather than import the endpoint package.
-const DefaultStateTTL = 600 * time.Second
-
-// settingsTTL reads a tenant's state TTL (stateTtlSeconds) from its
-// settings JSON.
+// settingsTTL is a tenant's state TTL from its stored settings; settings
+// that no longer parse count as the default, so rotation never waits less
+// than the platform would let a state live.
 func settingsTTL(raw string) time.Duration {
-	var s struct {
-		StateTTLSeconds int `json:"stateTtlSeconds"`
-	}
-	if json.Unmarshal([]byte(raw), &s) != nil || s.StateTTLSeconds <= 0 {
-		return DefaultStateTTL
-	}
-	return time.Duration(s.StateTTLSeconds) * time.Second
+	s, _ := tenant.ParseSettings(raw)
+	return s.StateTTL()
 }
 
 // tenantTTL reads one tenant's state TTL.
 func (m *Manager) tenantTTL(ctx context.Context, tenantID string) (time.Duration, error) {
-	var settings []string
-	err := m.opts.Store.DB().WithContext(ctx).Model(&store.Tenant{}).Where("id = ?", tenantID).Pluck("settings", &settings).Error
+	raw, err := m.opts.Store.TenantSettings(ctx, tenantID)
 	if err != nil {
-		return 0, fmt.Errorf("read tenant settings: %w", err)
+		return 0, err
 	}
-	if len(settings) == 0 {
-		return 0, fmt.Errorf("tenant %s: %w", tenantID, store.ErrNotFound)
-	}
-	return settingsTTL(settings[0]), nil
+	return settingsTTL(raw), nil
 }
 
 // loadFresh reads and validates a tenant's record straight from the

@@ -21,10 +21,6 @@ import (
 // raw results, a function that answers one input request, and a function
 // that sends a retry.
 
-// DefaultDriverMaxRounds bounds how many InputRequiredResults one call may
-// answer before the driver gives up, as in the Python SDK.
-const DefaultDriverMaxRounds = 10
-
 // Backoff of rounds that carry only requestState (the server asks the
 // client to come back later, e.g. while shedding load): the first waits
 // BackoffInitial, each next one twice as long, up to BackoffMax. A round
@@ -260,10 +256,11 @@ func (e *DispatchError) Error() string {
 func (e *DispatchError) Unwrap() error { return e.Err }
 
 // Driver runs multi round-trip requests from the client side. The zero
-// value is ready to use: DefaultDriverMaxRounds, the system clock, no observer.
+// value is ready to use: DefaultMaxRounds, the system clock, no observer.
 // A Driver is safe for concurrent use by many calls.
 type Driver struct {
-	// MaxRounds bounds the rounds of one call (0 means DefaultDriverMaxRounds).
+	// MaxRounds bounds the rounds of one call (0 means DefaultMaxRounds: a client gives
+	// up where a server with the default policy stops minting, not before).
 	// The first InputRequiredResult is round 1; the call fails with a
 	// RoundsExceededError, before gathering any answer, when round
 	// MaxRounds+1 arrives. So a call makes at most MaxRounds retries. The
@@ -277,7 +274,7 @@ type Driver struct {
 
 func (d *Driver) maxRounds() int {
 	if d == nil || d.MaxRounds <= 0 {
-		return DefaultDriverMaxRounds
+		return DefaultMaxRounds
 	}
 	return d.MaxRounds
 }

@@ -18,7 +18,7 @@ const (
 	DefaultTTL           = 600 * time.Second
 	DefaultSkew          = 60 * time.Second
 	DefaultMaxStateBytes = 64 << 10
-	DefaultMaxRounds     = 32
+	DefaultMaxRounds     = 20
 
 	// MaxTTL bounds Policy.TTL. The TTL bounds the think time of one round;
 	// state that lives for days is a replay window, not a convenience.

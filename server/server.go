@@ -306,7 +306,8 @@ func metricsAuth(token string, h http.Handler) gin.HandlerFunc {
 	want := sha256.Sum256([]byte(token))
 	return func(c *gin.Context) {
 		if token != "" {
-			got := sha256.Sum256([]byte(strings.TrimPrefix(c.GetHeader("Authorization"), "Bearer ")))
+			tok, _ := auth.BearerToken(c.Request.Header)
+			got := sha256.Sum256([]byte(tok))
 			if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 				c.Header("WWW-Authenticate", `Bearer realm="metrics"`)
 				c.AbortWithStatus(http.StatusUnauthorized)

@@ -195,3 +195,17 @@ func (s *Store) TenantVersions(ctx context.Context) ([]TenantVersion, error) {
 	}
 	return out, nil
 }
+
+// TenantSettings reads the stored settings document of the tenant with id
+// tenantID (package tenant parses it).
+func (s *Store) TenantSettings(ctx context.Context, tenantID string) (string, error) {
+	var settings []string
+	err := s.db.WithContext(ctx).Model(&Tenant{}).Where("id = ?", tenantID).Pluck("settings", &settings).Error
+	if err != nil {
+		return "", fmt.Errorf("read tenant settings: %w", err)
+	}
+	if len(settings) == 0 {
+		return "", fmt.Errorf("tenant %s: %w", tenantID, ErrNotFound)
+	}
+	return settings[0], nil
+}

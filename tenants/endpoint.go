@@ -142,11 +142,13 @@ func (reg *Registry) authenticate(ctx context.Context, w http.ResponseWriter, r 
 	if cfg.Public {
 		return nil, true
 	}
-	var tok string
-	if scheme, t, found := strings.Cut(r.Header.Get("Authorization"), " "); found && strings.EqualFold(scheme, "Bearer") {
-		tok = strings.TrimSpace(t)
+	var p *auth.Principal
+	var err error
+	if tok, ok := auth.BearerToken(r.Header); ok || r.Header.Get("Authorization") == "" {
+		p, err = reg.verifier.Verify(ctx, tok, cfg, reg.audience(s))
+	} else {
+		err = &auth.TokenError{Reason: "malformed"}
 	}
-	p, err := reg.verifier.Verify(ctx, tok, cfg, reg.audience(s))
 	if err != nil {
 		reason := "error"
 		var te *auth.TokenError

@@ -88,7 +88,7 @@ func (f *flowEngine) sealer(ctx context.Context, s *snapshot) (*mrtr.Sealer, err
 	return &mrtr.Sealer{
 		Codec: codec,
 		Policy: mrtr.Policy{
-			TTL:           time.Duration(s.settings.StateTTL()) * time.Second,
+			TTL:           s.settings.StateTTL(),
 			MaxStateBytes: s.settings.StateBytes(),
 			MaxRounds:     s.settings.Rounds(),
 		},

@@ -14,6 +14,7 @@ import (
 	"github.com/opsmcp/platform/auth"
 	"github.com/opsmcp/platform/store"
 	"github.com/opsmcp/platform/telemetry"
+	"github.com/opsmcp/platform/tenant"
 )
 
 // Options configures the registry and every tenant endpoint.
@@ -167,7 +168,7 @@ func (r *Registry) lookup(ctx context.Context, slug string) (*snapshot, error) {
 	r.mu.RLock()
 	miss := r.missing[slug]
 	r.mu.RUnlock()
-	if miss || !ValidSlug(slug) {
+	if miss || !tenant.ValidSlug(slug) {
 		return nil, nil
 	}
 	// One load at a time: a burst of first requests does one read.
@@ -353,7 +354,7 @@ func (r *Registry) CancelFlow(ctx context.Context, slug, flowID string) error {
 	if s == nil {
 		return fmt.Errorf("tenant %q: %w", slug, store.ErrNotFound)
 	}
-	ttl := time.Duration(s.settings.StateTTL()) * time.Second
+	ttl := s.settings.StateTTL()
 	expires := time.Now().Add(ttl*time.Duration(s.settings.Rounds()) + time.Minute)
 	tenantID, err := r.store.RevokeFlow(ctx, slug, flowID, expires)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/opsmcp/platform/catalogue"
 	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/tenant"
 )
 
 // snapshot is one tenant's catalogue as served: immutable, indexed for
@@ -22,7 +23,7 @@ type snapshot struct {
 	slug        string
 	displayName string
 	disabled    bool
-	settings    Settings
+	settings    tenant.Settings
 	version     int64
 	origins     map[string]bool
 	// info is the serverInfo _meta every result carries; never mutated.
@@ -94,8 +95,9 @@ func buildSnapshot(c *store.Catalogue) (*snapshot, []error) {
 		origins:     map[string]bool{},
 	}
 	var errs []error
-	if err := json.Unmarshal([]byte(c.Tenant.Settings), &s.settings); err != nil {
-		errs = append(errs, fmt.Errorf("settings: %w", err))
+	var err error
+	if s.settings, err = tenant.ParseSettings(c.Tenant.Settings); err != nil {
+		errs = append(errs, err)
 	}
 	for _, o := range s.settings.AllowedOrigins {
 		s.origins[strings.TrimSuffix(o, "/")] = true

@@ -88,7 +88,7 @@ func call(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	fs.BoolVar(&f.verbose, "verbose", false, "print each round's questions and timings to stderr")
 	fs.StringVar(&f.output, "output", "text", "result format: text or json")
 	fs.BoolVar(&f.noInput, "no-input", false, "never ask on the terminal; unanswered questions are errors")
-	fs.IntVar(&f.maxRounds, "max-rounds", mrtr.DefaultDriverMaxRounds, "most rounds of input one call may take")
+	fs.IntVar(&f.maxRounds, "max-rounds", mrtr.DefaultMaxRounds, "most rounds of input one call may take")
 	fs.DurationVar(&f.timeout, "timeout", 0, "bound on the whole call (0: none)")
 
 	// Flags may come before, between or after the positional arguments.

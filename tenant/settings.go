@@ -1,15 +1,14 @@
-// Package tenants serves each tenant's MCP endpoint: the registry of
-// tenants and their cached catalogues, JSON-RPC over Streamable HTTP at
-// protocol 2026-07-28, method dispatch, and the webhook client that asks
-// tenants' backends for answers.
-package tenants
+package tenant
 
 import (
+	"encoding/json"
 	"fmt"
-
-	"github.com/opsmcp/platform/auth"
 	"net/url"
 	"regexp"
+	"time"
+
+	"github.com/opsmcp/platform/auth"
+	"github.com/opsmcp/platform/mrtr"
 )
 
 // Settings is a tenant's policy, stored with the tenant as JSON and edited
@@ -41,20 +40,21 @@ type Settings struct {
 	Auth auth.Config `json:"auth"`
 }
 
-// Defaults for unset settings.
+// Defaults for unset settings. The request-state ones are mrtr's, so the
+// platform, the sealer and the client driver agree on one value each.
 const (
-	DefaultStateTTLSeconds = 600
-	DefaultMaxRounds       = 20
-	DefaultMaxStateBytes   = 64 << 10
+	DefaultStateTTLSeconds = int(mrtr.DefaultTTL / time.Second)
+	DefaultMaxRounds       = mrtr.DefaultMaxRounds
+	DefaultMaxStateBytes   = mrtr.DefaultMaxStateBytes
 	DefaultListTTLMs       = 60_000
 )
 
-// StateTTL returns the effective state lifetime in seconds.
-func (s Settings) StateTTL() int {
-	if s.StateTTLSeconds == 0 {
-		return DefaultStateTTLSeconds
+// StateTTL returns the effective state lifetime.
+func (s Settings) StateTTL() time.Duration {
+	if s.StateTTLSeconds <= 0 {
+		return time.Duration(DefaultStateTTLSeconds) * time.Second
 	}
-	return s.StateTTLSeconds
+	return time.Duration(s.StateTTLSeconds) * time.Second
 }
 
 // Rounds returns the effective round bound.
@@ -127,3 +127,17 @@ var slugPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 // ValidSlug reports whether slug is a lowercase DNS label, the form a
 // tenant's slug takes in /t/{slug}/mcp.
 func ValidSlug(slug string) bool { return slugPattern.MatchString(slug) }
+
+// ParseSettings reads settings as stored with a tenant. Stored settings
+// were validated when written; a document that no longer parses (written
+// by a newer version, say) is an error the caller reports.
+func ParseSettings(raw string) (Settings, error) {
+	var s Settings
+	if raw == "" {
+		return s, nil
+	}
+	if err := json.Unmarshal([]byte(raw), &s); err != nil {
+		return Settings{}, fmt.Errorf("tenant settings: %w", err)
+	}
+	return s, nil
+}
