@@ -12,6 +12,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 )
 
@@ -398,7 +399,7 @@ func (p *problems) headerParams(field string, raw json.RawMessage) {
 			var typ string
 			_ = json.Unmarshal(s["type"], &typ)
 			switch {
-			case json.Unmarshal(h, &name) != nil || !isToken(name):
+			case json.Unmarshal(h, &name) != nil || !mcp.ValidHeaderName(name):
 				p.add(field+path+"/x-mcp-header", "must be a header-name token (RFC 9110)")
 			case !viaProperties:
 				p.add(field+path+"/x-mcp-header", "is allowed only on properties reached through \"properties\" from the root")
@@ -441,21 +442,4 @@ func (p *problems) headerParams(field string, raw json.RawMessage) {
 		}
 	}
 	walk("", raw, true)
-}
-
-// isToken reports whether s is an RFC 9110 token.
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }

@@ -27,23 +27,12 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 )
 
-// ProtocolVersion is the MCP revision this client speaks.
-const ProtocolVersion = "2026-07-28"
-
 // SupportedVersions lists every revision this client speaks, newest first.
-var SupportedVersions = []string{ProtocolVersion}
-
-// Keys of the per-request and per-result _meta.
-const (
-	MetaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
-	MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
-	MetaClientInfo         = "io.modelcontextprotocol/clientInfo"
-	MetaLogLevel           = "io.modelcontextprotocol/logLevel"
-	MetaServerInfo         = "io.modelcontextprotocol/serverInfo"
-)
+var SupportedVersions = []string{mcp.Version}
 
 // TokenSource supplies the bearer token sent with every request. It is
 // asked once per HTTP request, so it may refresh tokens. (An
@@ -150,7 +139,7 @@ func New(url string, opts Options) (*Client, error) {
 	if opts.ClientInfo.Version == "" {
 		opts.ClientInfo.Version = "0"
 	}
-	c := &Client{url: url, opts: opts, http: opts.HTTPClient, version: ProtocolVersion}
+	c := &Client{url: url, opts: opts, http: opts.HTTPClient, version: mcp.Version}
 	if c.http == nil {
 		c.http = &http.Client{}
 	}
@@ -187,7 +176,7 @@ func (c *Client) Capabilities() mrtr.ClientCapabilities {
 // URL returns the endpoint URL.
 func (c *Client) URL() string { return c.url }
 
-// ProtocolVersion returns the version the client currently sends.
+// Version returns the version the client currently sends.
 func (c *Client) ProtocolVersion() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -212,7 +201,7 @@ func (c *Client) Discover(ctx context.Context) (*DiscoverResult, error) {
 		Info *Implementation            `json:"serverInfo"`
 	}
 	_ = json.Unmarshal(raw, &extra)
-	if si, ok := extra.Meta[MetaServerInfo]; ok {
+	if si, ok := extra.Meta[mcp.MetaServerInfo]; ok {
 		_ = json.Unmarshal(si, &d.ServerInfo)
 	} else if extra.Info != nil {
 		d.ServerInfo = *extra.Info
@@ -261,7 +250,7 @@ func (c *Client) ensureDiscovered(ctx context.Context) error {
 		return nil
 	}
 	_, err := c.Discover(ctx)
-	if IsCode(err, CodeMethodNotFound) {
+	if IsCode(err, mcp.CodeMethodNotFound) {
 		c.mu.Lock()
 		if c.discovered == nil {
 			c.discovered = &DiscoverResult{}
@@ -300,7 +289,7 @@ func (c *Client) do(ctx context.Context, cl *call) (json.RawMessage, error) {
 		version := c.ProtocolVersion()
 		raw, err := c.post(ctx, cl, version)
 		var re *RPCError
-		if !errors.As(err, &re) || re.Code != CodeUnsupportedVersion {
+		if !errors.As(err, &re) || re.Code != mcp.CodeUnsupportedVersion {
 			return raw, err
 		}
 		var data struct {
@@ -322,12 +311,12 @@ func (c *Client) do(ctx context.Context, cl *call) (json.RawMessage, error) {
 func (c *Client) post(ctx context.Context, cl *call, version string) (json.RawMessage, error) {
 	id := c.ids.Add(1)
 	meta := map[string]any{
-		MetaProtocolVersion:    version,
-		MetaClientCapabilities: c.caps,
-		MetaClientInfo:         c.opts.ClientInfo,
+		mcp.MetaProtocolVersion:    version,
+		mcp.MetaClientCapabilities: c.caps,
+		mcp.MetaClientInfo:         c.opts.ClientInfo,
 	}
 	if c.opts.LogLevel != "" {
-		meta[MetaLogLevel] = c.opts.LogLevel
+		meta[mcp.MetaLogLevel] = c.opts.LogLevel
 	}
 	for k, v := range cl.meta {
 		meta[k] = v

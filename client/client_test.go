@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/client"
+	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 )
 
@@ -372,7 +373,7 @@ func TestEncodeHeaderValue(t *testing.T) {
 		"plain": "plain", "": "", "a b": "a b", " a": "=?base64?IGE=?=", "é": "=?base64?w6k=?=",
 		"=?base64?abc?=": "=?base64?PT9iYXNlNjQ/YWJjPz0=?=", "x\x7f": "=?base64?eH8=?=",
 	} {
-		if got := client.EncodeHeaderValue(in); got != want {
+		if got := mcp.EncodeHeaderValue(in); got != want {
 			t.Errorf("%q: %q, want %q", in, got, want)
 		}
 	}
@@ -558,7 +559,7 @@ func TestJSONRPCAndHTTPErrorsAreTyped(t *testing.T) {
 	if !errors.As(err, &re) || re.Code != -32602 || re.Message != "Unknown tool: nope" || string(re.Data) != `{"name":"nope"}` || re.HTTPStatus != 400 {
 		t.Fatalf("err %#v", err)
 	}
-	if !client.IsCode(err, client.CodeInvalidParams) {
+	if !client.IsCode(err, mcp.CodeInvalidParams) {
 		t.Fatal("IsCode")
 	}
 	_, err = c.GetPrompt(context.Background(), "cap", nil)

@@ -6,18 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-)
 
-// JSON-RPC and MCP error codes a client meets.
-const (
-	CodeParseError                = -32700
-	CodeInvalidRequest            = -32600
-	CodeMethodNotFound            = -32601
-	CodeInvalidParams             = -32602
-	CodeInternalError             = -32603
-	CodeHeaderMismatch            = -32020
-	CodeMissingRequiredCapability = -32021
-	CodeUnsupportedVersion        = -32022
+	"github.com/opsmcp/platform/mcp"
 )
 
 // RPCError is a JSON-RPC error answered by the server.
@@ -34,11 +24,11 @@ type RPCError struct {
 func (e *RPCError) Error() string {
 	msg := fmt.Sprintf("mcp: %s (code %d)", e.Message, e.Code)
 	switch e.Code {
-	case CodeMissingRequiredCapability:
+	case mcp.CodeMissingRequiredCapability:
 		if caps := e.RequiredCapabilities(); len(caps) > 0 {
 			msg += ": the server requires the client capabilities " + strings.Join(caps, ", ")
 		}
-	case CodeInvalidParams, CodeHeaderMismatch:
+	case mcp.CodeInvalidParams, mcp.CodeHeaderMismatch:
 		if len(e.Data) > 0 && len(e.Data) < 300 {
 			msg += ": " + string(e.Data)
 		}
@@ -52,7 +42,7 @@ func (e *RPCError) RequiredCapabilities() []string {
 	var d struct {
 		Required map[string]json.RawMessage `json:"requiredCapabilities"`
 	}
-	if e.Code != CodeMissingRequiredCapability || json.Unmarshal(e.Data, &d) != nil {
+	if e.Code != mcp.CodeMissingRequiredCapability || json.Unmarshal(e.Data, &d) != nil {
 		return nil
 	}
 	return sortedKeys(d.Required)

@@ -2,7 +2,6 @@ package client
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -11,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/opsmcp/platform/mcp"
 )
 
 // HeaderParam is a tool argument mirrored into an Mcp-Param-{Header}
@@ -69,7 +70,7 @@ func headerParams(schema json.RawMessage) ([]HeaderParam, string) {
 				problem = fmt.Sprintf("x-mcp-header of %s is not a string", where)
 			case name == "":
 				problem = fmt.Sprintf("x-mcp-header of %s is empty", where)
-			case !isToken(name):
+			case !mcp.ValidHeaderName(name):
 				problem = fmt.Sprintf("x-mcp-header %q of %s is not a valid header name", name, where)
 			case len(path) == 0 || !viaProperties:
 				problem = fmt.Sprintf("x-mcp-header %q of %s is not on a property reached through properties", name, where)
@@ -126,52 +127,9 @@ func headerParams(schema json.RawMessage) ([]HeaderParam, string) {
 	return out, ""
 }
 
-// isToken reports whether s is an RFC 9110 token.
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// EncodeHeaderValue returns s as an MCP header value: as is when every
-// character is printable ASCII (0x20–0x7E) with no leading or trailing
-// whitespace, and otherwise (or when s itself looks like an encoded
-// value) as =?base64?<base64 of the UTF-8 bytes>?=.
-func EncodeHeaderValue(s string) string {
-	if needsBase64(s) {
-		return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(s)) + "?="
-	}
-	return s
-}
-
-func needsBase64(s string) bool {
-	if s == "" {
-		return false
-	}
-	if s[0] == ' ' || s[len(s)-1] == ' ' || strings.HasPrefix(s, "=?base64?") {
-		return true
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] > 0x7E {
-			return true
-		}
-	}
-	return false
-}
-
 // setHeaderParams adds the Mcp-Param-* headers of a tools/call with
 // arguments args (raw JSON) to h. A null or absent argument sends no
-// header; strings are sent per EncodeHeaderValue, numbers as decimals,
+// header; strings are sent per mcp.EncodeHeaderValue, numbers as decimals,
 // booleans as true or false.
 func setHeaderParams(h http.Header, params []HeaderParam, args json.RawMessage) {
 	if len(params) == 0 || len(args) == 0 {
@@ -189,7 +147,7 @@ func setHeaderParams(h http.Header, params []HeaderParam, args json.RawMessage) 
 			continue
 		}
 		if s, ok := headerString(v); ok {
-			h.Set("Mcp-Param-"+p.Header, EncodeHeaderValue(s))
+			h.Set("Mcp-Param-"+p.Header, mcp.EncodeHeaderValue(s))
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 )
 
@@ -13,11 +14,11 @@ import (
 // it. It is the driver's DispatchFunc.
 func (c *Client) dispatch(ctx context.Context, key string, req mrtr.InputRequest) (json.RawMessage, error) {
 	switch req.Method {
-	case mrtr.MethodElicit:
+	case mcp.MethodElicit:
 		return c.elicit(ctx, key, req.Params)
-	case mrtr.MethodCreateMessage:
+	case mcp.MethodCreateMessage:
 		return c.sample(ctx, key, req.Params)
-	case mrtr.MethodListRoots:
+	case mcp.MethodListRoots:
 		if c.opts.Roots == nil {
 			return nil, &UnsupportedInputError{Method: req.Method}
 		}
@@ -57,7 +58,7 @@ func (c *Client) elicit(ctx context.Context, key string, params json.RawMessage)
 		}
 	}
 	if h == nil {
-		return nil, &UnsupportedInputError{Method: mrtr.MethodElicit, Mode: p.Mode}
+		return nil, &UnsupportedInputError{Method: mcp.MethodElicit, Mode: p.Mode}
 	}
 	res, err := h(ctx, &ElicitRequest{Key: key, Mode: p.Mode, Message: p.Message, RequestedSchema: p.RequestedSchema, URL: p.URL, Params: params})
 	if err != nil {
@@ -84,7 +85,7 @@ func (c *Client) elicit(ctx context.Context, key string, params json.RawMessage)
 
 func (c *Client) sample(ctx context.Context, key string, params json.RawMessage) (json.RawMessage, error) {
 	if c.opts.Sample == nil {
-		return nil, &UnsupportedInputError{Method: mrtr.MethodCreateMessage}
+		return nil, &UnsupportedInputError{Method: mcp.MethodCreateMessage}
 	}
 	var req SamplingRequest
 	if err := json.Unmarshal(params, &req); err != nil {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 )
 
@@ -332,7 +333,7 @@ func (c *Client) CallTool(ctx context.Context, name string, arguments any, opts 
 	if err != nil {
 		return nil, err
 	}
-	header := http.Header{"Mcp-Name": {EncodeHeaderValue(name)}}
+	header := http.Header{"Mcp-Name": {mcp.EncodeHeaderValue(name)}}
 	if tool != nil {
 		setHeaderParams(header, tool.HeaderParams, args)
 	}
@@ -385,7 +386,7 @@ func (c *Client) GetPrompt(ctx context.Context, name string, arguments map[strin
 	if arguments != nil {
 		params["arguments"] = arguments
 	}
-	raw, pending, err := c.carrier(ctx, "prompts/get", params, http.Header{"Mcp-Name": {EncodeHeaderValue(name)}}, opts)
+	raw, pending, err := c.carrier(ctx, "prompts/get", params, http.Header{"Mcp-Name": {mcp.EncodeHeaderValue(name)}}, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -403,7 +404,7 @@ func (c *Client) GetPrompt(ctx context.Context, name string, arguments map[strin
 // ReadResource reads a resource, driving any rounds of input to the
 // complete result.
 func (c *Client) ReadResource(ctx context.Context, uri string, opts ...CallOption) (*ReadResourceResult, error) {
-	raw, pending, err := c.carrier(ctx, "resources/read", map[string]any{"uri": uri}, http.Header{"Mcp-Name": {EncodeHeaderValue(uri)}}, opts)
+	raw, pending, err := c.carrier(ctx, "resources/read", map[string]any{"uri": uri}, http.Header{"Mcp-Name": {mcp.EncodeHeaderValue(uri)}}, opts)
 	if err != nil {
 		return nil, err
 	}

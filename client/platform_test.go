@@ -15,6 +15,7 @@ import (
 
 	"github.com/opsmcp/platform/client"
 	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/webhook"
 )
@@ -290,7 +291,7 @@ func TestTheClientReportsAMissingCapabilityAndStreamsProgressFromThePlatform(t *
 	c := newClient(t, url, client.Options{ElicitForm: answerBy(t, nil)})
 	_, err := c.CallTool(context.Background(), "needs_model", nil)
 	var re *client.RPCError
-	if !errors.As(err, &re) || re.Code != client.CodeMissingRequiredCapability || strings.Join(re.RequiredCapabilities(), ",") != "sampling" {
+	if !errors.As(err, &re) || re.Code != mcp.CodeMissingRequiredCapability || strings.Join(re.RequiredCapabilities(), ",") != "sampling" {
 		t.Fatalf("err %v", err)
 	}
 

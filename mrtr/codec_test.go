@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/opsmcp/platform/mcp"
 )
 
 // secret returns a deterministic 32-byte test secret.
@@ -413,7 +415,7 @@ func sealWithNonce(r *Ring, nonce byte, plaintext []byte) string {
 func FuzzUnseal(f *testing.F) {
 	ring := mustRing(f, secret(1), secret(2))
 	s := &Sealer{Codec: ring, Now: (&fakeClock{t: epoch}).Now}
-	b := Binding{Tenant: "acme", Audience: "acme", Method: MethodToolsCall, Target: "deploy",
+	b := Binding{Tenant: "acme", Audience: "acme", Method: mcp.MethodToolsCall, Target: "deploy",
 		Args: []byte(`{"env":"prod"}`), Principal: `["iss","alice","cli"]`}
 	minted := map[string]bool{}
 	mint := func(tok string) {

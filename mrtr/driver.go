@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/opsmcp/platform/mcp"
 )
 
 // The client side of multi round-trip requests: a Driver takes the first
@@ -127,9 +129,9 @@ func ParseResult(raw json.RawMessage) (*Pending, error) {
 		return nil, fmt.Errorf("%w: %v", ErrMalformedResult, err)
 	}
 	switch {
-	case r.ResultType == nil || *r.ResultType == ResultTypeComplete:
+	case r.ResultType == nil || *r.ResultType == mcp.ResultTypeComplete:
 		return nil, nil
-	case *r.ResultType != ResultTypeInputRequired:
+	case *r.ResultType != mcp.ResultTypeInputRequired:
 		return nil, &ResultTypeError{ResultType: *r.ResultType}
 	}
 	p := &Pending{Raw: raw}
@@ -428,7 +430,7 @@ func safeDispatch(ctx context.Context, dispatch DispatchFunc, key string, req In
 // message.
 func DescribeRequest(req InputRequest) string {
 	switch req.Method {
-	case MethodElicit:
+	case mcp.MethodElicit:
 		var p struct {
 			Mode    string `json:"mode"`
 			Message string `json:"message"`
@@ -443,7 +445,7 @@ func DescribeRequest(req InputRequest) string {
 			s += " " + p.URL
 		}
 		return s
-	case MethodCreateMessage:
+	case mcp.MethodCreateMessage:
 		var p struct {
 			Messages  []json.RawMessage `json:"messages"`
 			MaxTokens int               `json:"maxTokens"`

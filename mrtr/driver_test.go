@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/opsmcp/platform/mcp"
 )
 
 // driverClock records every wait and advances time by it, so backoff is
@@ -219,7 +221,7 @@ func TestAFailedDispatchEndsTheCallAndNothingIsSentToTheServer(t *testing.T) {
 	}
 	_, err := (&Driver{Clock: newDriverClock()}).Run(context.Background(), irr(`"s"`, "bad", elicit("A?"), "good", elicit("B?")), dispatch, retry)
 	var de *DispatchError
-	if !errors.As(err, &de) || de.Key != "bad" || de.Method != MethodElicit || !errors.Is(err, boom) {
+	if !errors.As(err, &de) || de.Key != "bad" || de.Method != mcp.MethodElicit || !errors.Is(err, boom) {
 		t.Fatalf("err %v", err)
 	}
 	if retried {

@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/opsmcp/platform/mcp"
 )
 
 // Kinds of declared input: what the platform asks the client for.
@@ -723,23 +725,23 @@ func (c *compiledInput) render(args map[string]any, reason string) (question, er
 	var err error
 	switch c.in.Kind {
 	case KindForm:
-		req.Method = MethodElicit
+		req.Method = mcp.MethodElicit
 		req.Params, err = marshalNoEscape(formParams{
 			Message:         withReason(c.message.render(args), reason),
 			RequestedSchema: c.schemaJS,
 		})
 	case KindURL:
-		req.Method = MethodElicit
+		req.Method = mcp.MethodElicit
 		req.Params, err = marshalNoEscape(urlParams{
 			Mode:    "url",
 			Message: withReason(c.message.render(args), reason),
 			URL:     c.url.render(args),
 		})
 	case KindSampling:
-		req.Method = MethodCreateMessage
+		req.Method = mcp.MethodCreateMessage
 		req.Params, err = c.sampling.render(args)
 	case KindRoots:
-		req.Method = MethodListRoots
+		req.Method = mcp.MethodListRoots
 		req.Params = rootsParams
 	}
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 )
 
@@ -113,7 +114,7 @@ func TestFirstRoundReturnsTheQuestion(t *testing.T) {
 		t.Fatalf("Done=%v Answers=%v, want an open question", res.Done, res.Answers)
 	}
 	q, ok := res.Open["user_name"]
-	if !ok || q.Method != mrtr.MethodElicit {
+	if !ok || q.Method != mcp.MethodElicit {
 		t.Fatalf("Open = %v, want elicitation/create under user_name", res.Open)
 	}
 	// The schema keeps the tenant's own key order: clients show form
@@ -171,7 +172,7 @@ func TestEmptyRootsListCompletes(t *testing.T) {
 	in := []mrtr.Input{{Name: "client_roots", Kind: mrtr.KindRoots}}
 	first := resolveOK(t, in, "", mrtr.Record{}, nil, everyCap)
 	q := first.Open["client_roots"]
-	if q.Method != mrtr.MethodListRoots || string(q.Params) != `{}` {
+	if q.Method != mcp.MethodListRoots || string(q.Params) != `{}` {
 		t.Fatalf("question = %s %s, want roots/list {}", q.Method, q.Params)
 	}
 	res := resolveOK(t, in, "", sealRecord(t, first.Record), answersFor("client_roots", `{"roots":[]}`), everyCap)
@@ -215,7 +216,7 @@ func TestIndependentQuestionsAreBatchedInOneRound(t *testing.T) {
 	if got, want := openNames(res), []string{"client_roots", "docs", "greeting", "user_name"}; !slices.Equal(got, want) {
 		t.Fatalf("open = %v, want the four independent questions %v", got, want)
 	}
-	methods := map[string]string{"user_name": mrtr.MethodElicit, "greeting": mrtr.MethodCreateMessage, "client_roots": mrtr.MethodListRoots, "docs": mrtr.MethodElicit}
+	methods := map[string]string{"user_name": mcp.MethodElicit, "greeting": mcp.MethodCreateMessage, "client_roots": mcp.MethodListRoots, "docs": mcp.MethodElicit}
 	for name, m := range methods {
 		if res.Open[name].Method != m {
 			t.Errorf("%s method = %s, want %s", name, res.Open[name].Method, m)

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/opsmcp/platform/mcp"
 )
 
 var epoch = time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)
@@ -26,7 +28,7 @@ func deployBinding() Binding {
 	return Binding{
 		Tenant:    "acme",
 		Audience:  "https://acme.example/mcp",
-		Method:    MethodToolsCall,
+		Method:    mcp.MethodToolsCall,
 		Target:    "deploy",
 		Args:      json.RawMessage(`{"env":"prod","replicas":3}`),
 		Principal: alice,
@@ -84,7 +86,7 @@ func TestSealerRoundTripsEveryClaim(t *testing.T) {
 		t.Fatalf("claims changed in transit:\n got %+v\nwant %+v", *got, want)
 	}
 	if got.Version != 1 || !got.IssuedAt.Equal(epoch) || !got.Expiry.Equal(epoch.Add(DefaultTTL)) ||
-		got.Tenant != "acme" || got.Audience != b.Audience || got.Method != MethodToolsCall || got.Target != "deploy" ||
+		got.Tenant != "acme" || got.Audience != b.Audience || got.Method != mcp.MethodToolsCall || got.Target != "deploy" ||
 		got.Args != ArgsDigest(b.Args) || len(got.Principal) != 32 || got.KeyID != kid {
 		t.Fatalf("bound claims not filled as documented: %+v", *got)
 	}
@@ -126,7 +128,7 @@ func TestClaimsEnvelopeCarriesTheBoundFieldsAndAnEmptyPrincipalWhenUnbound(t *te
 		if !ok {
 			t.Fatal("minted claims do not decode")
 		}
-		if len(c.Args) != 22 || c.Expiry.Sub(c.IssuedAt) != DefaultTTL || c.Method != MethodToolsCall {
+		if len(c.Args) != 22 || c.Expiry.Sub(c.IssuedAt) != DefaultTTL || c.Method != mcp.MethodToolsCall {
 			t.Fatalf("envelope %+v", c)
 		}
 		if principal == "" && c.Principal != "" || principal != "" && len(c.Principal) != 32 {
@@ -260,7 +262,7 @@ func TestALifetimeLongerThanTheTTLIsRejected(t *testing.T) {
 	}
 	// A claims value whose expiry precedes its issue time is refused too
 	// (issued 30s ahead within the skew, expiring 10s ahead).
-	bad := appendClaims(nil, &Claims{IssuedAt: epoch.Add(30 * time.Second), Expiry: epoch.Add(10 * time.Second), Method: MethodToolsCall,
+	bad := appendClaims(nil, &Claims{IssuedAt: epoch.Add(30 * time.Second), Expiry: epoch.Add(10 * time.Second), Method: mcp.MethodToolsCall,
 		Tenant: "acme", Audience: deployBinding().Audience, Target: "deploy", Args: ArgsDigest(deployBinding().Args)})
 	wantRejection(t, open(strict, mustSeal(t, strict.Codec, bad), deployBinding()), ReasonLifetime)
 }
@@ -292,7 +294,7 @@ func TestStateReplayedOnAnotherMethodTargetOrArgumentsIsRejected(t *testing.T) {
 	s, _ := newSealer(t)
 	tok := seal(t, s, deployBinding(), nil)
 	for name, mutate := range map[string]func(*Binding){
-		"method":          func(b *Binding) { b.Method = MethodPromptsGet },
+		"method":          func(b *Binding) { b.Method = mcp.MethodPromptsGet },
 		"target":          func(b *Binding) { b.Target = "destroy" },
 		"arguments":       func(b *Binding) { b.Args = json.RawMessage(`{"env":"staging","replicas":3}`) },
 		"fewer arguments": func(b *Binding) { b.Args = json.RawMessage(`{"env":"prod"}`) },

@@ -3,40 +3,11 @@
 // state bound to its request, declared inputs resolved across rounds, and
 // the client-side retry driver.
 //
-// It depends on nothing platform-specific, so it could be published alone.
+// It depends on nothing platform-specific (only on package mcp, the
+// protocol's own values), so it could be published with it.
 package mrtr
 
 import "encoding/json"
-
-// Result types carried in every 2026-07-28 result's resultType.
-const (
-	ResultTypeComplete      = "complete"
-	ResultTypeInputRequired = "input_required"
-)
-
-// Methods an input request may carry.
-const (
-	MethodElicit        = "elicitation/create"
-	MethodCreateMessage = "sampling/createMessage"
-	MethodListRoots     = "roots/list"
-)
-
-// Carrier methods: the only requests that may answer with an
-// InputRequiredResult and the only ones whose requestState is verified.
-const (
-	MethodToolsCall     = "tools/call"
-	MethodPromptsGet    = "prompts/get"
-	MethodResourcesRead = "resources/read"
-)
-
-// IsCarrier reports whether method may return an InputRequiredResult.
-func IsCarrier(method string) bool {
-	switch method {
-	case MethodToolsCall, MethodPromptsGet, MethodResourcesRead:
-		return true
-	}
-	return false
-}
 
 // InputRequest is one embedded server-to-client request: just its method
 // and params, with no JSON-RPC id.

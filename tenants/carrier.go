@@ -14,6 +14,7 @@ import (
 
 	"github.com/opsmcp/platform/auth"
 	"github.com/opsmcp/platform/catalogue"
+	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/webhook"
 )
@@ -104,7 +105,7 @@ func (reg *Registry) carrier(c *call) {
 		Target:    c.name,
 		Principal: c.principal.Binding(),
 	}
-	if c.method == mrtr.MethodResourcesRead {
+	if c.method == mcp.MethodResourcesRead {
 		b.Target = c.uri
 	} else {
 		b.Args = c.p.Arguments
@@ -122,11 +123,11 @@ func (reg *Registry) carrier(c *call) {
 	}
 	var t *target
 	switch c.method {
-	case mrtr.MethodToolsCall:
+	case mcp.MethodToolsCall:
 		t, e = reg.toolTarget(c, rsp)
-	case mrtr.MethodPromptsGet:
+	case mcp.MethodPromptsGet:
 		t, e = reg.promptTarget(c, rsp)
-	case mrtr.MethodResourcesRead:
+	case mcp.MethodResourcesRead:
 		t, e = reg.resourceTarget(c, rsp)
 	}
 	if e != nil {
@@ -277,7 +278,7 @@ func headerMatches(typ, hv string, raw json.RawMessage) bool {
 // toolError is a complete CallToolResult with isError set.
 func (reg *Registry) toolError(s *snapshot, msg string) any {
 	return map[string]any{
-		"resultType": mrtr.ResultTypeComplete,
+		"resultType": mcp.ResultTypeComplete,
 		"content":    []any{map[string]string{"type": "text", "text": msg}},
 		"isError":    true,
 		"_meta":      reg.serverInfo(s),
@@ -331,7 +332,7 @@ func (reg *Registry) renderPrompt(s *snapshot, p *catalogue.Prompt, args map[str
 		}
 		msgs[i] = map[string]any{"role": m.Role, "content": content}
 	}
-	out := map[string]any{"resultType": mrtr.ResultTypeComplete, "messages": msgs, "_meta": reg.serverInfo(s)}
+	out := map[string]any{"resultType": mcp.ResultTypeComplete, "messages": msgs, "_meta": reg.serverInfo(s)}
 	if p.Description != "" {
 		out["description"] = p.Description
 	}
@@ -352,7 +353,7 @@ func (reg *Registry) resourceTarget(c *call, rsp *responder) (*target, *rpcError
 			content["blob"] = r.def.Blob
 		}
 		rsp.result(map[string]any{
-			"resultType": mrtr.ResultTypeComplete,
+			"resultType": mcp.ResultTypeComplete,
 			"contents":   []any{content},
 			"ttlMs":      c.snap.settings.ListTTL(),
 			"cacheScope": "private",
@@ -474,7 +475,7 @@ func (reg *Registry) inputRequired(c *call, rsp *responder, b mrtr.Binding, rd *
 	if err != nil {
 		if errors.Is(err, mrtr.ErrTooManyRounds) {
 			msg := fmt.Sprintf("This call needed more than %d rounds of input and was stopped.", c.snap.settings.Rounds())
-			if c.method == mrtr.MethodToolsCall {
+			if c.method == mcp.MethodToolsCall {
 				rsp.result(reg.toolError(c.snap, msg))
 			} else {
 				rsp.error(errInvalidParams(msg))
@@ -487,7 +488,7 @@ func (reg *Registry) inputRequired(c *call, rsp *responder, b mrtr.Binding, rd *
 	}
 	c.obs().askedInputs(open)
 	rsp.result(&mrtr.InputRequiredResult{
-		ResultType:    mrtr.ResultTypeInputRequired,
+		ResultType:    mcp.ResultTypeInputRequired,
 		InputRequests: open,
 		RequestState:  tok,
 		Meta:          reg.serverInfo(c.snap),

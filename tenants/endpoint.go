@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/opsmcp/platform/auth"
+	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 )
 
@@ -365,9 +366,9 @@ func (c *call) decodeTarget() *rpcError {
 	var field string
 	var raw json.RawMessage
 	switch c.method {
-	case mrtr.MethodToolsCall, mrtr.MethodPromptsGet:
+	case mcp.MethodToolsCall, mcp.MethodPromptsGet:
 		field, raw = "name", c.p.Name
-	case mrtr.MethodResourcesRead:
+	case mcp.MethodResourcesRead:
 		field, raw = "uri", c.p.URI
 	default:
 		return nil
@@ -434,7 +435,7 @@ func (reg *Registry) dispatch(c *call) {
 		result, e = reg.list(c, c.snap.tmplList, "resourceTemplates")
 	case "completion/complete":
 		result, e = reg.complete(c)
-	case mrtr.MethodToolsCall, mrtr.MethodPromptsGet, mrtr.MethodResourcesRead:
+	case mcp.MethodToolsCall, mcp.MethodPromptsGet, mcp.MethodResourcesRead:
 		reg.carrier(c)
 		return
 	case "subscriptions/listen":

@@ -12,6 +12,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/telemetry"
 )
@@ -270,7 +271,7 @@ func webhookInputs(reqs map[string]json.RawMessage, caps mrtr.ClientCapabilities
 			return nil, nil, nil, fmt.Errorf("input request %q: params must be an object", k)
 		}
 		switch ir.Method {
-		case mrtr.MethodElicit:
+		case mcp.MethodElicit:
 			var p struct {
 				Mode string `json:"mode"`
 			}
@@ -286,7 +287,7 @@ func webhookInputs(reqs map[string]json.RawMessage, caps mrtr.ClientCapabilities
 					missing.Elicitation = &mrtr.ElicitationCapability{}
 				}
 			}
-		case mrtr.MethodCreateMessage:
+		case mcp.MethodCreateMessage:
 			var p struct {
 				Tools json.RawMessage `json:"tools"`
 			}
@@ -299,7 +300,7 @@ func webhookInputs(reqs map[string]json.RawMessage, caps mrtr.ClientCapabilities
 					missing.Sampling.Tools = &struct{}{}
 				}
 			}
-		case mrtr.MethodListRoots:
+		case mcp.MethodListRoots:
 			if !caps.CanListRoots() {
 				lacking = true
 				missing.Roots = &mrtr.RootsCapability{}

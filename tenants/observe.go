@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/telemetry"
 )
@@ -271,11 +272,11 @@ func (o *observation) targetNames() (span, flow string, ok bool) {
 		return "", "", false
 	}
 	switch c.method {
-	case mrtr.MethodToolsCall:
+	case mcp.MethodToolsCall:
 		if e := o.snap.tools[c.name]; e != nil {
 			return e.spanName, e.flowName, true
 		}
-	case mrtr.MethodPromptsGet:
+	case mcp.MethodPromptsGet:
 		if e := o.snap.prompts[c.name]; e != nil {
 			return e.spanName, e.flowName, true
 		}
@@ -344,16 +345,16 @@ func (o *observation) requestAttrs(attrs []attribute.KeyValue) []attribute.KeyVa
 		}
 	}
 	switch c.method {
-	case mrtr.MethodToolsCall:
+	case mcp.MethodToolsCall:
 		attrs = append(attrs, telemetry.AttrGenAIOperation.String(telemetry.OperationExecuteTool))
 		if c.name != "" {
 			attrs = append(attrs, telemetry.AttrGenAIToolName.String(c.name))
 		}
-	case mrtr.MethodPromptsGet:
+	case mcp.MethodPromptsGet:
 		if c.name != "" {
 			attrs = append(attrs, telemetry.AttrGenAIPromptName.String(c.name))
 		}
-	case mrtr.MethodResourcesRead:
+	case mcp.MethodResourcesRead:
 		if c.uri != "" {
 			attrs = append(attrs, telemetry.AttrMCPResourceURI.String(c.uri))
 		}
@@ -466,7 +467,7 @@ func (o *observation) askedInputs(open map[string]mrtr.InputRequest) {
 // inputKind is form, url, sampling or roots.
 func inputKind(ir mrtr.InputRequest) string {
 	switch ir.Method {
-	case mrtr.MethodElicit:
+	case mcp.MethodElicit:
 		if bytes.Contains(ir.Params, []byte(`"url"`)) {
 			var p struct {
 				Mode string `json:"mode"`
@@ -476,9 +477,9 @@ func inputKind(ir mrtr.InputRequest) string {
 			}
 		}
 		return "form"
-	case mrtr.MethodCreateMessage:
+	case mcp.MethodCreateMessage:
 		return "sampling"
-	case mrtr.MethodListRoots:
+	case mcp.MethodListRoots:
 		return "roots"
 	}
 	return "other"
@@ -513,7 +514,7 @@ func (o *observation) end() {
 	if o.code != 0 {
 		statusCode = codeString(o.code)
 		errType = statusCode
-	} else if o.toolError && method == mrtr.MethodToolsCall {
+	} else if o.toolError && method == mcp.MethodToolsCall {
 		errType = telemetry.ErrorToolError
 	}
 	carrier := o.rd != nil || o.verify == "rejected"
@@ -521,9 +522,9 @@ func (o *observation) end() {
 	switch {
 	case o.code != 0:
 	case o.inputReq:
-		resultType = mrtr.ResultTypeInputRequired
+		resultType = mcp.ResultTypeInputRequired
 	case o.result != nil:
-		resultType = mrtr.ResultTypeComplete
+		resultType = mcp.ResultTypeComplete
 	}
 
 	// Metrics: only bounded labels (known methods, our own error codes,
@@ -585,11 +586,11 @@ func (o *observation) end() {
 		}
 		attrs = append(attrs, telemetry.AttrInputKeys.StringSlice(keys), telemetry.AttrInputKinds.StringSlice(kinds))
 	}
-	if c != nil && c.method == mrtr.MethodToolsCall && o.snap != nil && o.snap.settings.TraceContent {
+	if c != nil && c.method == mcp.MethodToolsCall && o.snap != nil && o.snap.settings.TraceContent {
 		if len(c.p.Arguments) > 0 {
 			attrs = append(attrs, telemetry.AttrToolCallArguments.String(capString(string(c.p.Arguments))))
 		}
-		if resultType == mrtr.ResultTypeComplete {
+		if resultType == mcp.ResultTypeComplete {
 			if b, err := json.Marshal(o.result); err == nil {
 				attrs = append(attrs, telemetry.AttrToolCallResult.String(capString(string(b))))
 			}
@@ -660,9 +661,9 @@ func (o *observation) flowDone(ctx context.Context, now time.Time, method, resul
 	)
 	if o.c != nil && o.c.name != "" {
 		switch method {
-		case mrtr.MethodToolsCall:
+		case mcp.MethodToolsCall:
 			attrs = append(attrs, telemetry.AttrGenAIToolName.String(o.c.name))
-		case mrtr.MethodPromptsGet:
+		case mcp.MethodPromptsGet:
 			attrs = append(attrs, telemetry.AttrGenAIPromptName.String(o.c.name))
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/opsmcp/platform/catalogue"
+	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/store"
 	"github.com/opsmcp/platform/tenant"
@@ -127,7 +128,7 @@ func buildSnapshot(c *store.Catalogue) (*snapshot, []error) {
 				continue
 			}
 			e.schema, e.headers = sch, headerParams(e.def.InputSchema)
-			e.spanName, e.flowName = spanNames(mrtr.MethodToolsCall, e.def.Name)
+			e.spanName, e.flowName = spanNames(mcp.MethodToolsCall, e.def.Name)
 			s.tools[e.def.Name] = e
 			s.toolList = append(s.toolList, mustJSON(toolListing(&e.def)))
 		case catalogue.KindPrompt:
@@ -141,7 +142,7 @@ func buildSnapshot(c *store.Catalogue) (*snapshot, []error) {
 				errs = append(errs, fmt.Errorf("prompt %q: inputs: %w", it.Name, err))
 				continue
 			}
-			e.spanName, e.flowName = spanNames(mrtr.MethodPromptsGet, e.def.Name)
+			e.spanName, e.flowName = spanNames(mcp.MethodPromptsGet, e.def.Name)
 			s.prompts[e.def.Name] = e
 			s.promptLst = append(s.promptLst, mustJSON(promptListing(&e.def)))
 		case catalogue.KindResource:

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/opsmcp/platform/client"
+	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 )
 
@@ -212,7 +213,7 @@ func runCall(endpoint, verb string, rest []string, f *callFlags, stdin io.Reader
 	start := time.Now()
 	d, err := c.Discover(ctx)
 	switch {
-	case client.IsCode(err, client.CodeMethodNotFound):
+	case client.IsCode(err, mcp.CodeMethodNotFound):
 	case err != nil:
 		return explain(err)
 	case f.verbose:
@@ -241,7 +242,7 @@ func runCall(endpoint, verb string, rest []string, f *callFlags, stdin io.Reader
 			return explain(err)
 		}
 		tmpls, err := c.AllResourceTemplates(ctx)
-		if err != nil && !client.IsCode(err, client.CodeMethodNotFound) {
+		if err != nil && !client.IsCode(err, mcp.CodeMethodNotFound) {
 			return explain(err)
 		}
 		return out.resources(res, tmpls)
@@ -292,7 +293,7 @@ func runCall(endpoint, verb string, rest []string, f *callFlags, stdin io.Reader
 // explain adds what the person can do about an error.
 func explain(err error) error {
 	var re *client.RPCError
-	if errors.As(err, &re) && re.Code == client.CodeMissingRequiredCapability {
+	if errors.As(err, &re) && re.Code == mcp.CodeMissingRequiredCapability {
 		caps := re.RequiredCapabilities()
 		hint := ""
 		for _, c := range caps {

@@ -1,0 +1,106 @@
+// Package mcp holds the Model Context Protocol's own values, defined once
+// for the server, the client and package mrtr: revisions, method and
+// notification names, HTTP header names and their value encoding, _meta
+// keys, JSON-RPC and MCP error codes, and result types. It imports
+// nothing but the standard library.
+package mcp
+
+// Revisions.
+const (
+	// Version is the revision of stateless, per-request metadata that
+	// every tenant endpoint speaks.
+	Version = "2026-07-28"
+)
+
+// Methods, client to server.
+const (
+	MethodDiscover               = "server/discover"
+	MethodToolsList              = "tools/list"
+	MethodToolsCall              = "tools/call"
+	MethodPromptsList            = "prompts/list"
+	MethodPromptsGet             = "prompts/get"
+	MethodResourcesList          = "resources/list"
+	MethodResourcesTemplatesList = "resources/templates/list"
+	MethodResourcesRead          = "resources/read"
+	MethodComplete               = "completion/complete"
+	MethodSubscriptionsListen    = "subscriptions/listen"
+
+	// Methods of the initialization era (2025-11-25 and before).
+	MethodInitialize  = "initialize"
+	MethodPing        = "ping"
+	MethodSetLevel    = "logging/setLevel"
+	MethodSubscribe   = "resources/subscribe"
+	MethodUnsubscribe = "resources/unsubscribe"
+)
+
+// Methods a server asks a client: embedded in an InputRequiredResult at
+// 2026-07-28, sent as requests on a stream before it.
+const (
+	MethodElicit        = "elicitation/create"
+	MethodCreateMessage = "sampling/createMessage"
+	MethodListRoots     = "roots/list"
+)
+
+// Notifications.
+const (
+	NotificationInitialized              = "notifications/initialized"
+	NotificationCancelled                = "notifications/cancelled"
+	NotificationProgress                 = "notifications/progress"
+	NotificationMessage                  = "notifications/message"
+	NotificationToolsListChanged         = "notifications/tools/list_changed"
+	NotificationPromptsListChanged       = "notifications/prompts/list_changed"
+	NotificationResourcesListChanged     = "notifications/resources/list_changed"
+	NotificationResourceUpdated          = "notifications/resources/updated"
+	NotificationSubscriptionsAcknowledge = "notifications/subscriptions/acknowledged"
+	NotificationElicitationComplete      = "notifications/elicitation/complete"
+)
+
+// HTTP headers of the Streamable HTTP transport.
+const (
+	HeaderProtocolVersion = "MCP-Protocol-Version"
+	HeaderMethod          = "Mcp-Method"
+	HeaderName            = "Mcp-Name"
+	// HeaderParamPrefix precedes the x-mcp-header name of a tool argument
+	// sent as a header.
+	HeaderParamPrefix = "Mcp-Param-"
+	HeaderSessionID   = "Mcp-Session-Id"
+)
+
+// Keys of the per-request and per-result _meta.
+const (
+	MetaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	MetaClientInfo         = "io.modelcontextprotocol/clientInfo"
+	MetaLogLevel           = "io.modelcontextprotocol/logLevel"
+	MetaServerInfo         = "io.modelcontextprotocol/serverInfo"
+	MetaSubscriptionID     = "io.modelcontextprotocol/subscriptionId"
+)
+
+// JSON-RPC and MCP error codes.
+const (
+	CodeParseError                = -32700
+	CodeInvalidRequest            = -32600
+	CodeMethodNotFound            = -32601
+	CodeInvalidParams             = -32602
+	CodeInternalError             = -32603
+	CodeResourceNotFound          = -32002
+	CodeHeaderMismatch            = -32020
+	CodeMissingRequiredCapability = -32021
+	CodeUnsupportedVersion        = -32022
+)
+
+// Result types carried in every 2026-07-28 result's resultType.
+const (
+	ResultTypeComplete      = "complete"
+	ResultTypeInputRequired = "input_required"
+)
+
+// IsCarrier reports whether method may answer with an InputRequiredResult
+// (and so the only methods whose requestState is verified).
+func IsCarrier(method string) bool {
+	switch method {
+	case MethodToolsCall, MethodPromptsGet, MethodResourcesRead:
+		return true
+	}
+	return false
+}
