@@ -1,10 +1,3 @@
-// Package mrtr implements multi round-trip requests (MCP 2026-07-28):
-// the wire types of InputRequiredResult and its responses, sealed request
-// state bound to its request, declared inputs resolved across rounds, and
-// the client-side retry driver.
-//
-// It depends on nothing platform-specific (only on package mcp, the
-// protocol's own values), so it could be published with it.
 package mrtr
 
 import "encoding/json"
@@ -63,29 +56,3 @@ type SamplingCapability struct {
 type RootsCapability struct {
 	ListChanged bool `json:"listChanged,omitempty"`
 }
-
-// CanElicitForm reports whether form elicitation may be asked.
-func (c ClientCapabilities) CanElicitForm() bool {
-	if c.Elicitation == nil {
-		return false
-	}
-	// {} means form; an explicit url-only declaration does not.
-	return c.Elicitation.Form != nil || c.Elicitation.URL == nil
-}
-
-// CanElicitURL reports whether URL elicitation may be asked.
-func (c ClientCapabilities) CanElicitURL() bool {
-	return c.Elicitation != nil && c.Elicitation.URL != nil
-}
-
-// CanSample reports whether sampling may be asked; withTools asks for the
-// tools sub-capability too.
-func (c ClientCapabilities) CanSample(withTools bool) bool {
-	if c.Sampling == nil {
-		return false
-	}
-	return !withTools || c.Sampling.Tools != nil
-}
-
-// CanListRoots reports whether roots/list may be asked.
-func (c ClientCapabilities) CanListRoots() bool { return c.Roots != nil }

@@ -76,7 +76,7 @@ func newKeys(cfg *config.Config, st *store.Store, log *slog.Logger) (*keys.Manag
 // reportKeyRings feeds the key ring gauges from km's cache, labelled by
 // tenant slug; rings of tenants the registry does not know (deleted since)
 // are left out.
-func reportKeyRings(tel *telemetry.Telemetry, km *keys.Manager, reg *tenants.Registry) (func(), error) {
+func reportKeyRings(tel *telemetry.Telemetry, km *keys.Manager, reg *tenants.Endpoint) (func(), error) {
 	if km == nil {
 		return func() {}, nil
 	}

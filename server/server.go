@@ -32,7 +32,7 @@ type Server struct {
 	cfg      *config.Config
 	log      *slog.Logger
 	store    *store.Store
-	registry *tenants.Registry
+	endpoint *tenants.Endpoint
 	keys     *keys.Manager
 	handler  http.Handler
 	tel      *telemetry.Telemetry
@@ -150,7 +150,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		}
 		topts.Telemetry = tel
 	}
-	reg, err := tenants.NewRegistry(ctx, topts)
+	reg, err := tenants.New(ctx, topts)
 	if err != nil {
 		if ownTel {
 			_ = tel.Shutdown(ctx)
@@ -158,7 +158,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		st.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, store: st, registry: reg, tel: tel, ownTel: ownTel}
+	s := &Server{cfg: cfg, log: log, store: st, endpoint: reg, tel: tel, ownTel: ownTel}
 	s.keys = km
 	if cfg.BootstrapToken == "" && cfg.AdminIssuer == "" {
 		log.Warn("no admin credential configured: the admin API refuses every request (set PLATFORM_ADMIN_ISSUER or, for a first start, PLATFORM_BOOTSTRAP_TOKEN)")
@@ -321,7 +321,7 @@ func metricsAuth(token string, h http.Handler) gin.HandlerFunc {
 // Close stops background work, flushes telemetry (spans still queued,
 // the last metric export; at most five seconds) and closes the database.
 func (s *Server) Close() error {
-	s.registry.Close()
+	s.endpoint.Close()
 	if s.unreport != nil {
 		s.unreport()
 	}
@@ -356,7 +356,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.log.Info("shutting down: draining in-flight requests", "timeout", s.cfg.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
-	s.registry.Close() // ends long-lived subscription streams so they drain
+	s.endpoint.Close() // ends long-lived subscription streams so they drain
 	err := hs.Shutdown(sctx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("shutdown: requests still running after %s", s.cfg.ShutdownTimeout)

@@ -1,10 +1,7 @@
 package tenants
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,141 +9,383 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/opsmcp/platform/auth"
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
+	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/telemetry"
 )
 
-// params holds every field any method of ours reads from params. Unknown
-// fields are ignored, as the protocol asks.
-type params struct {
-	Meta           map[string]json.RawMessage `json:"_meta"`
-	Name           json.RawMessage            `json:"name"`
-	URI            json.RawMessage            `json:"uri"`
-	Arguments      json.RawMessage            `json:"arguments"`
-	Cursor         json.RawMessage            `json:"cursor"`
-	InputResponses json.RawMessage            `json:"inputResponses"`
-	RequestState   json.RawMessage            `json:"requestState"`
-	Ref            json.RawMessage            `json:"ref"`
-	Argument       json.RawMessage            `json:"argument"`
-	Context        json.RawMessage            `json:"context"`
-	Notifications  json.RawMessage            `json:"notifications"`
+// Options configures every tenant's endpoint.
+type Options struct {
+	Store  *store.Store
+	Logger *slog.Logger
+	// PublicURL is the platform's external base URL; a tenant's canonical
+	// resource URL is PublicURL + "/t/{slug}/mcp".
+	PublicURL string
+	// MaxBodyBytes caps an MCP request body.
+	MaxBodyBytes int64
+	// AllowPrivateWebhooks lets webhooks resolve to private addresses.
+	AllowPrivateWebhooks bool
+	// WebhookMaxResponse caps a webhook's answer.
+	WebhookMaxResponse int64
+	// Refresh is how often catalogue changes and flow cancellations made
+	// by other replicas are picked up.
+	Refresh time.Duration
+	// StateKeys are base64 request-state secrets, comma-separated, minting
+	// key first; empty means a random per-process key.
+	StateKeys string
+	// Version is reported in serverInfo.
+	Version string
+	// Verifier checks bearer tokens; nil means a default verifier.
+	Verifier *auth.Verifier
+	// Keys provides per-tenant key rings; nil means one ring from
+	// StateKeys for every tenant.
+	Keys KeyRings
+	// AllowedHosts are extra Host header values (host or host:port) the
+	// endpoints answer to, beyond the public URL's host and loopback.
+	AllowedHosts []string
+	// Telemetry traces and measures every request; nil records nothing.
+	Telemetry *telemetry.Telemetry
+	// Sinks receive every round after telemetry (the flow recorder).
+	Sinks []RoundSink
 }
 
-// call is one inbound request as it travels through the handler.
-type call struct {
-	w http.ResponseWriter
-	r *http.Request
-	// reqCtx is the request's context, carrying the request's span once
-	// the observation has started it (kept here: copying the request
-	// for it would cost an allocation of the whole request every call).
-	reqCtx context.Context
-	snap   *snapshot
-	id     json.RawMessage
-	method string
-	p      params
-	caps   mrtr.ClientCapabilities
-	// rawCaps is the client's capabilities exactly as sent.
-	rawCaps json.RawMessage
-	// progressToken and logLevel decide whether the answer streams.
-	progressToken json.RawMessage
-	logLevel      string
-	name          string // params.name, decoded
-	uri           string // params.uri, decoded
-	// principal is the verified caller; nil on a public tenant.
-	principal *auth.Principal
+// Endpoint serves every tenant's MCP endpoint, POST /t/{slug}/mcp, at
+// protocol 2026-07-28. It is assembled from the parts a request passes
+// through: the tenants' catalogues (cached, refreshed across replicas),
+// the bearer-token verifier, the flow engine (request state, declared
+// inputs, the webhook), the subscription hub, and the sinks every round
+// is handed to at its end.
+type Endpoint struct {
+	opts       Options
+	log        *slog.Logger
+	catalogues *catalogues
+	hub        *hub
+	flows      *flowEngine
+	revoked    *revocations
+	verifier   *auth.Verifier
+	tel        roundTelemetry
+	sinks      sinks
+
+	publicHost   string
+	allowedHosts map[string]bool
+
+	stop     context.CancelFunc
+	done     chan struct{}
+	closeOne sync.Once
 }
 
-// removed are methods of earlier revisions that 2026-07-28 dropped; they
-// get the same 404 as unknown methods, so clients probing for a legacy
-// server get an unambiguous modern answer.
-var removed = map[string]bool{
-	"initialize": true, "notifications/initialized": true, "ping": true, "logging/setLevel": true,
-	"resources/subscribe": true, "resources/unsubscribe": true,
+// New starts the endpoint and its refresh loop; Close stops it.
+func New(ctx context.Context, opts Options) (*Endpoint, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Refresh <= 0 {
+		opts.Refresh = time.Second
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 4 << 20
+	}
+	if opts.WebhookMaxResponse <= 0 {
+		opts.WebhookMaxResponse = 4 << 20
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	if opts.Verifier == nil {
+		opts.Verifier = auth.NewVerifier(nil, 0)
+	}
+	rings := opts.Keys
+	if rings == nil {
+		ring, err := ringFromConfig(opts.StateKeys)
+		if err != nil {
+			return nil, err
+		}
+		rings = staticRings{ring}
+	}
+	log := telemetry.Logger(opts.Logger) // lines logged with a request's context carry its trace
+	e := &Endpoint{
+		opts:     opts,
+		log:      log,
+		hub:      newHub(),
+		revoked:  &revocations{},
+		verifier: opts.Verifier,
+		tel:      roundTelemetry{tel: opts.Telemetry},
+		done:     make(chan struct{}),
+	}
+	e.catalogues = newCatalogues(opts.Store, log, opts.Refresh, opts.Version, opts.PublicURL, e.hub.publish)
+	e.flows = &flowEngine{
+		sealing:  &sealing{rings: rings, revoked: e.revoked, now: time.Now},
+		webhooks: newWebhookClient(opts.AllowPrivateWebhooks, opts.WebhookMaxResponse, opts.Telemetry),
+		log:      log,
+	}
+	e.sinks = append(sinks{e.tel}, opts.Sinks...)
+	if u, err := url.Parse(opts.PublicURL); err == nil {
+		e.publicHost = u.Host
+	}
+	e.allowedHosts = map[string]bool{}
+	for _, h := range opts.AllowedHosts {
+		e.allowedHosts[strings.ToLower(strings.TrimSpace(h))] = true
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	e.stop = cancel
+	go e.refresh(rctx)
+	return e, nil
 }
 
-// ServeHTTP serves POST /t/{slug}/mcp.
-func (reg *Registry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w, ctx, ob := reg.observe(w, r)
-	defer ob.end()
+// Close stops the refresh loop and ends open subscription streams.
+func (e *Endpoint) Close() {
+	e.closeOne.Do(func() {
+		e.stop()
+		<-e.done
+		e.hub.close()
+	})
+}
+
+// refresh picks up, every Refresh, catalogue changes and flow
+// cancellations made on other replicas.
+func (e *Endpoint) refresh(ctx context.Context) {
+	defer close(e.done)
+	t := time.NewTicker(e.opts.Refresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		e.catalogues.refreshAll(ctx)
+		if rv, err := e.opts.Store.RevokedFlows(ctx); err == nil {
+			set := map[string]map[string]bool{}
+			for _, f := range rv {
+				if set[f.TenantID] == nil {
+					set[f.TenantID] = map[string]bool{}
+				}
+				set[f.TenantID][f.FlowID] = true
+			}
+			e.revoked.replace(set)
+		} else if ctx.Err() == nil {
+			e.log.Warn("revoked-flow refresh failed; keeping the last known set", "err", err)
+		}
+	}
+}
+
+// Invalidate reloads a tenant's catalogue now; the admin API calls it
+// after a change so this replica serves its own writes at once.
+func (e *Endpoint) Invalidate(ctx context.Context, slug string) { e.catalogues.invalidate(ctx, slug) }
+
+// Slug returns the slug of the tenant with id tenantID as of the last
+// refresh (no database read): metric collection maps the key rings'
+// tenant ids through it.
+func (e *Endpoint) Slug(tenantID string) (string, bool) { return e.catalogues.slug(tenantID) }
+
+// ErrBadFlowID is returned for a flow id this platform cannot have minted.
+var ErrBadFlowID = errors.New("not a flow id")
+
+// CancelFlow revokes a tenant's flow: its next round, on any replica, gets
+// the frozen requestState rejection. The revocation lasts as long as any
+// state of the flow could still be valid.
+func (e *Endpoint) CancelFlow(ctx context.Context, slug, flowID string) error {
+	if !mrtr.ValidFlowID(flowID) {
+		return ErrBadFlowID
+	}
+	s, err := e.catalogues.lookup(ctx, slug)
+	if err != nil {
+		return err
+	}
+	if s == nil {
+		return fmt.Errorf("tenant %q: %w", slug, store.ErrNotFound)
+	}
+	expires := time.Now().Add(s.settings.StateTTL()*time.Duration(s.settings.Rounds()) + time.Minute)
+	tenantID, err := e.opts.Store.RevokeFlow(ctx, slug, flowID, expires)
+	if err != nil {
+		return err
+	}
+	e.revoked.add(tenantID, flowID)
+	return nil
+}
+
+// ServeHTTP serves POST /t/{slug}/mcp: one JSON-RPC request, answered as
+// JSON or, when it streams, as server-sent events. Each step below either
+// passes the request on or answers it; the round's facts are gathered on
+// the way and handed to the sinks when the answer is written.
+func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	x := e.arrive(w, r)
+	defer e.finish(x)
 	slug, ok := slugOf(r.URL.Path)
 	if !ok {
-		writeError(w, nil, newError(http.StatusNotFound, codeInvalidRequest, "Not an MCP endpoint", nil))
+		x.fail(newError(http.StatusNotFound, mcp.CodeInvalidRequest, "Not an MCP endpoint", nil))
 		return
 	}
 	if r.Method != http.MethodPost {
 		// The stateless revision has no GET stream and no session to
 		// DELETE.
 		w.Header().Set("Allow", "POST")
-		writeError(w, nil, newError(http.StatusMethodNotAllowed, codeInvalidRequest, "Method not allowed: this endpoint accepts POST only", nil))
+		x.fail(newError(http.StatusMethodNotAllowed, mcp.CodeInvalidRequest, "Method not allowed: this endpoint accepts POST only", nil))
 		return
 	}
-	snap, err := reg.lookup(ctx, slug)
+	snap, ok := e.tenant(x, slug)
+	if !ok {
+		return
+	}
+	if !e.originAllowed(r, snap) {
+		x.fail(newError(http.StatusForbidden, mcp.CodeInvalidRequest, "Origin not allowed", nil))
+		return
+	}
+	principal, ok := e.authenticate(x, snap)
+	if !ok {
+		return
+	}
+	body, ok := e.readBody(x)
+	if !ok {
+		return
+	}
+	q, rerr := parseRequest(body)
+	x.round.Method, x.round.RequestID = q.method, q.id
+	if rerr != nil {
+		x.fail(rerr)
+		return
+	}
+	if q.id == nil {
+		// A notification: nothing in this revision needs an answer.
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if rerr := q.checkEnvelope(r.Header); rerr != nil {
+		x.fail(rerr)
+		return
+	}
+	c := &call{request: q, snap: snap, principal: principal, header: r.Header}
+	e.begin(x, c)
+	e.dispatch(x, c)
+}
+
+// call is a checked request of a tenant's endpoint, as the method that
+// answers it sees it.
+type call struct {
+	*request
+	snap      *snapshot
+	principal *auth.Principal // nil on a public tenant
+	header    http.Header
+}
+
+// arrive starts the exchange of one HTTP request and its round.
+func (e *Endpoint) arrive(w http.ResponseWriter, r *http.Request) *exchange {
+	x := &exchange{w: w, req: r, round: &Round{Arrived: time.Now(), Era: EraStateless, HTTPVersion: httpVersion(r)}}
+	if host, port, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		x.round.ClientAddr = host
+		x.round.ClientPort, _ = strconv.Atoi(port)
+	}
+	x.ctx = e.tel.arrive(r, &x.round.trace)
+	return x
+}
+
+// begin records what the checked request is, and starts its span: the
+// work from here on is traced under it.
+func (e *Endpoint) begin(x *exchange, c *call) {
+	rd := x.round
+	rd.ProtocolVersion, rd.Client = c.version, c.client
+	rd.Target = c.target()
+	switch c.method {
+	case mcp.MethodToolsCall:
+		if t := c.snap.tools[c.name]; t != nil {
+			rd.Registered, rd.spanName, rd.flowSpanName = true, t.spanName, t.flowName
+		}
+	case mcp.MethodPromptsGet:
+		if p := c.snap.prompts[c.name]; p != nil {
+			rd.Registered, rd.spanName, rd.flowSpanName = true, p.spanName, p.flowName
+		}
+	}
+	if c.method == mcp.MethodToolsCall && c.snap.settings.TraceContent {
+		rd.Content = &RoundContent{Arguments: c.p.Arguments}
+	}
+	x.ctx = e.tel.begin(rd, c.p.Meta)
+	x.want = c.wantsEvents()
+	x.progressToken, x.logLevel = c.progressToken, c.logLevel
+}
+
+// finish hands the round to the sinks, once the answer is written.
+func (e *Endpoint) finish(x *exchange) {
+	x.round.Ended = time.Now()
+	e.sinks.Round(x.ctx, x.round)
+}
+
+// dispatch answers a checked request by its method.
+func (e *Endpoint) dispatch(x *exchange, c *call) {
+	switch c.method {
+	case mcp.MethodDiscover:
+		x.answer(e.discover(c))
+	case mcp.MethodToolsList:
+		x.answer(e.list(c, c.snap.toolList, "tools"))
+	case mcp.MethodPromptsList:
+		x.answer(e.list(c, c.snap.promptLst, "prompts"))
+	case mcp.MethodResourcesList:
+		x.answer(e.list(c, c.snap.resList, "resources"))
+	case mcp.MethodResourcesTemplatesList:
+		x.answer(e.list(c, c.snap.tmplList, "resourceTemplates"))
+	case mcp.MethodComplete:
+		x.answer(e.complete(c))
+	case mcp.MethodToolsCall, mcp.MethodPromptsGet, mcp.MethodResourcesRead:
+		x.answer(e.flows.run(x.ctx, c, x.round, x))
+	case mcp.MethodSubscriptionsListen:
+		e.listen(x, c)
+	default:
+		msg := "Method not found: " + c.method
+		if removed[c.method] {
+			msg = "Method not found: " + c.method + " was removed in protocol " + mcp.Version
+		}
+		x.fail(newError(http.StatusNotFound, mcp.CodeMethodNotFound, msg, nil))
+	}
+}
+
+// removed are methods of earlier revisions that 2026-07-28 dropped; they
+// get the same 404 as unknown methods, so clients probing for a legacy
+// server get an unambiguous modern answer.
+var removed = map[string]bool{
+	mcp.MethodInitialize: true, mcp.NotificationInitialized: true, mcp.MethodPing: true, mcp.MethodSetLevel: true,
+	mcp.MethodSubscribe: true, mcp.MethodUnsubscribe: true,
+}
+
+// tenant finds the tenant a request is for. A tenant that cannot be
+// loaded answers 503; one that does not exist, or is disabled, 404.
+func (e *Endpoint) tenant(x *exchange, slug string) (*snapshot, bool) {
+	snap, err := e.catalogues.lookup(x.ctx, slug)
 	if err != nil {
 		level := slog.LevelError
 		if errors.As(err, new(errStillFailing)) {
 			level = slog.LevelDebug // logged when the load failed
 		}
-		reg.log.Log(ctx, level, "tenant lookup failed", "tenant", slug, "err", err)
-		writeError(w, nil, newError(http.StatusServiceUnavailable, codeInternal, "Tenant catalogue unavailable", nil))
-		return
+		e.log.Log(x.ctx, level, "tenant lookup failed", "tenant", slug, "err", err)
+		x.fail(newError(http.StatusServiceUnavailable, mcp.CodeInternalError, "Tenant catalogue unavailable", nil))
+		return nil, false
 	}
 	if snap == nil || snap.disabled {
-		writeError(w, nil, newError(http.StatusNotFound, codeInvalidRequest, "Unknown MCP endpoint", nil))
-		return
+		x.fail(newError(http.StatusNotFound, mcp.CodeInvalidRequest, "Unknown MCP endpoint", nil))
+		return nil, false
 	}
-	ob.tenant(snap)
-	if !reg.originAllowed(r, snap) {
-		writeError(w, nil, newError(http.StatusForbidden, codeInvalidRequest, "Origin not allowed", nil))
-		return
-	}
-	principal, ok := reg.authenticate(ctx, w, r, snap)
-	if !ok {
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, reg.opts.MaxBodyBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(w, nil, newError(http.StatusRequestEntityTooLarge, codeInvalidRequest,
-				fmt.Sprintf("Request body exceeds %d bytes", reg.opts.MaxBodyBytes), nil))
-			return
-		}
-		return // the client went away
-	}
-	c := &call{w: w, r: r, reqCtx: ctx, snap: snap, principal: principal}
-	if e := c.parse(body); e != nil {
-		writeError(w, c.id, e)
-		return
-	}
-	if c.id == nil {
-		// A notification: nothing in this revision needs an answer.
-		w.WriteHeader(http.StatusAccepted)
-		return
-	}
-	if e := c.checkEnvelope(); e != nil {
-		writeError(w, c.id, e)
-		return
-	}
-	ob.begin(c)
-	reg.dispatch(c)
+	x.round.TenantID, x.round.Tenant = snap.tenantID, snap.slug
+	return snap, true
 }
 
 // authenticate verifies the bearer token against the issuers the tenant
 // trusts. A missing or refused token gets 401 with a challenge naming the
 // tenant's protected-resource metadata; the reason is logged, the token
 // never is.
-func (reg *Registry) authenticate(ctx context.Context, w http.ResponseWriter, r *http.Request, s *snapshot) (*auth.Principal, bool) {
+func (e *Endpoint) authenticate(x *exchange, s *snapshot) (*auth.Principal, bool) {
 	cfg := s.settings.Auth
 	if cfg.Public {
 		return nil, true
 	}
 	var p *auth.Principal
 	var err error
-	if tok, ok := auth.BearerToken(r.Header); ok || r.Header.Get("Authorization") == "" {
-		p, err = reg.verifier.Verify(ctx, tok, cfg, reg.audience(s))
+	if tok, ok := auth.BearerToken(x.req.Header); ok || x.req.Header.Get("Authorization") == "" {
+		p, err = e.verifier.Verify(x.ctx, tok, cfg, s.audience)
 	} else {
 		err = &auth.TokenError{Reason: "malformed"}
 	}
@@ -157,24 +396,34 @@ func (reg *Registry) authenticate(ctx context.Context, w http.ResponseWriter, r 
 			reason = te.Reason
 		}
 		if reason != "missing" {
-			reg.log.WarnContext(ctx, "bearer token refused", "tenant", s.slug, "reason", reason)
+			e.log.WarnContext(x.ctx, "bearer token refused", "tenant", s.slug, "reason", reason)
 		}
-		w.Header().Set("WWW-Authenticate", auth.Challenge(reg.metadataURL(s), s.scopes))
-		writeError(w, nil, newError(http.StatusUnauthorized, codeInvalidRequest, "Unauthorized: a valid bearer token for this endpoint is required", nil))
+		x.w.Header().Set("WWW-Authenticate", auth.Challenge(s.metadataURL, s.scopes))
+		x.fail(newError(http.StatusUnauthorized, mcp.CodeInvalidRequest, "Unauthorized: a valid bearer token for this endpoint is required", nil))
 		return nil, false
 	}
+	x.round.Principal = p
 	return p, true
 }
 
-// metadataURL is where the tenant's protected-resource metadata lives.
-func (reg *Registry) metadataURL(s *snapshot) string {
-	return strings.TrimSuffix(reg.opts.PublicURL, "/") + "/.well-known/oauth-protected-resource/t/" + s.slug + "/mcp"
+// readBody reads the request body, up to the size cap.
+func (e *Endpoint) readBody(x *exchange) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(x.w, x.req.Body, e.opts.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			x.fail(newError(http.StatusRequestEntityTooLarge, mcp.CodeInvalidRequest,
+				fmt.Sprintf("Request body exceeds %d bytes", e.opts.MaxBodyBytes), nil))
+		}
+		return nil, false // or the client went away
+	}
+	return body, true
 }
 
 // ServeMetadata answers GET /.well-known/oauth-protected-resource/t/{slug}/mcp
 // (RFC 9728) for tenants that take tokens.
-func (reg *Registry) ServeMetadata(w http.ResponseWriter, r *http.Request, slug string) {
-	s, err := reg.lookup(r.Context(), slug)
+func (e *Endpoint) ServeMetadata(w http.ResponseWriter, r *http.Request, slug string) {
+	s, err := e.catalogues.lookup(r.Context(), slug)
 	if err != nil {
 		http.Error(w, "tenant catalogue unavailable", http.StatusServiceUnavailable)
 		return
@@ -184,7 +433,7 @@ func (reg *Registry) ServeMetadata(w http.ResponseWriter, r *http.Request, slug 
 		return
 	}
 	w.Header().Set("Cache-Control", "public, max-age=300")
-	writeJSON(w, http.StatusOK, auth.Metadata(reg.audience(s), s.settings.Auth, s.scopes))
+	writeJSON(w, http.StatusOK, auth.Metadata(s.audience, s.settings.Auth, s.scopes))
 }
 
 // slugOf extracts {slug} from /t/{slug}/mcp.
@@ -204,8 +453,8 @@ func slugOf(path string) (string, bool) {
 // platform's public host, a loopback name, or one the operator allows; a
 // browser request (one with an Origin header) must come from the same
 // host, the platform's public origin, or an origin the tenant allows.
-func (reg *Registry) originAllowed(r *http.Request, s *snapshot) bool {
-	if !reg.hostAllowed(r.Host) {
+func (e *Endpoint) originAllowed(r *http.Request, s *snapshot) bool {
+	if !e.hostAllowed(r.Host) {
 		return false
 	}
 	origin := r.Header.Get("Origin")
@@ -219,15 +468,15 @@ func (reg *Registry) originAllowed(r *http.Request, s *snapshot) bool {
 	if err != nil || u.Host == "" {
 		return false
 	}
-	return strings.EqualFold(u.Host, r.Host) || strings.EqualFold(u.Host, reg.publicHost)
+	return strings.EqualFold(u.Host, r.Host) || strings.EqualFold(u.Host, e.publicHost)
 }
 
 // hostAllowed reports whether a request's Host names this platform.
-func (reg *Registry) hostAllowed(host string) bool {
+func (e *Endpoint) hostAllowed(host string) bool {
 	if host == "" {
 		return false
 	}
-	if strings.EqualFold(host, reg.publicHost) || reg.allowedHosts[strings.ToLower(host)] {
+	if strings.EqualFold(host, e.publicHost) || e.allowedHosts[strings.ToLower(host)] {
 		return true
 	}
 	name := host
@@ -235,7 +484,7 @@ func (reg *Registry) hostAllowed(host string) bool {
 		name = h
 	}
 	name = strings.Trim(strings.ToLower(name), "[]")
-	if reg.allowedHosts[name] {
+	if e.allowedHosts[name] {
 		return true
 	}
 	switch name {
@@ -245,235 +494,12 @@ func (reg *Registry) hostAllowed(host string) bool {
 	return false
 }
 
-// parse decodes the JSON-RPC envelope and the params.
-func (c *call) parse(body []byte) *rpcError {
-	c.watch()
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) == 0 {
-		return newError(http.StatusBadRequest, codeInvalidRequest, "Empty request body", nil)
+func httpVersion(r *http.Request) string {
+	switch r.ProtoMajor {
+	case 2:
+		return "2"
+	case 3:
+		return "3"
 	}
-	if trimmed[0] == '[' {
-		return newError(http.StatusBadRequest, codeInvalidRequest, "Batches are not supported: send one JSON-RPC message per POST", nil)
-	}
-	var req request
-	if err := json.Unmarshal(trimmed, &req); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return newError(http.StatusBadRequest, codeInvalidRequest, fmt.Sprintf("Invalid request: %s has the wrong type", fieldName(te)), nil)
-		}
-		return newError(http.StatusBadRequest, codeParseError, "Parse error: the body is not valid JSON", nil)
-	}
-	if req.ID != nil {
-		switch req.ID[0] {
-		case '"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-			c.id = req.ID
-		case 'n':
-			return newError(http.StatusBadRequest, codeInvalidRequest, "Invalid request: id must be a string or a number, not null", nil)
-		default:
-			return newError(http.StatusBadRequest, codeInvalidRequest, "Invalid request: id must be a string or a number", nil)
-		}
-	}
-	if req.JSONRPC != "2.0" {
-		return newError(http.StatusBadRequest, codeInvalidRequest, `Invalid request: jsonrpc must be "2.0"`, nil)
-	}
-	if req.Result != nil || req.Error != nil {
-		return newError(http.StatusBadRequest, codeInvalidRequest, "Invalid request: a client never sends responses in this revision", nil)
-	}
-	if req.Method == "" {
-		return newError(http.StatusBadRequest, codeInvalidRequest, "Invalid request: method is required", nil)
-	}
-	c.method = req.Method
-	if len(req.Params) > 0 && string(req.Params) != "null" {
-		if req.Params[0] != '{' {
-			return errInvalidParams("Invalid params: params must be an object")
-		}
-		if err := json.Unmarshal(req.Params, &c.p); err != nil {
-			var te *json.UnmarshalTypeError
-			if errors.As(err, &te) {
-				return errInvalidParams(fmt.Sprintf("Invalid params: %s has the wrong type", fieldName(te)))
-			}
-			return errInvalidParams("Invalid params")
-		}
-	}
-	return nil
-}
-
-func fieldName(te *json.UnmarshalTypeError) string {
-	if te.Field == "" {
-		return "a value"
-	}
-	return te.Field
-}
-
-// checkEnvelope applies the per-request rules of 2026-07-28 in the order
-// clients and the conformance suite rely on: the version header is
-// present (-32020); the required _meta is present (-32602); header and
-// _meta agree (-32020); the version is supported (-32022); Mcp-Method and
-// Mcp-Name agree with the body (-32020).
-func (c *call) checkEnvelope() *rpcError {
-	h := c.r.Header
-	headerVersion, hasHeader := headerValue(h, "MCP-Protocol-Version")
-	if !hasHeader {
-		return headerMismatch("MCP-Protocol-Version", true)
-	}
-	if c.p.Meta == nil {
-		return errInvalidParams("Invalid params: _meta is required, with " + metaProtocolVersion + " and " + metaClientCaps)
-	}
-	rawVersion, ok := c.p.Meta[metaProtocolVersion]
-	if !ok {
-		return errInvalidParams("Invalid params: _meta." + metaProtocolVersion + " is required")
-	}
-	var bodyVersion string
-	if json.Unmarshal(rawVersion, &bodyVersion) != nil || bodyVersion == "" {
-		return errInvalidParams("Invalid params: _meta." + metaProtocolVersion + " must be a non-empty string")
-	}
-	caps, ok := c.p.Meta[metaClientCaps]
-	if !ok {
-		return errInvalidParams("Invalid params: _meta." + metaClientCaps + " is required ({} for none)")
-	}
-	if len(caps) == 0 || caps[0] != '{' || json.Unmarshal(caps, &c.caps) != nil {
-		return errInvalidParams("Invalid params: _meta." + metaClientCaps + " must be an object")
-	}
-	c.rawCaps = caps
-	if headerVersion != bodyVersion {
-		return headerMismatch("MCP-Protocol-Version", false)
-	}
-	if bodyVersion != ProtocolVersion {
-		return newError(http.StatusBadRequest, codeUnsupportedVer, "Unsupported protocol version",
-			map[string]any{"supported": supportedVersions, "requested": bodyVersion})
-	}
-	if m, ok := headerValue(h, "Mcp-Method"); !ok || m != c.method {
-		return headerMismatch("Mcp-Method", !ok)
-	}
-	if err := c.decodeTarget(); err != nil {
-		return err
-	}
-	if pt, ok := c.p.Meta["progressToken"]; ok && len(pt) > 0 && (pt[0] == '"' || pt[0] == '-' || (pt[0] >= '0' && pt[0] <= '9')) {
-		c.progressToken = pt
-	}
-	if lv, ok := c.p.Meta[metaLogLevel]; ok {
-		_ = json.Unmarshal(lv, &c.logLevel)
-		if _, known := logLevels[c.logLevel]; !known {
-			c.logLevel = ""
-		}
-	}
-	return nil
-}
-
-// decodeTarget reads params.name or params.uri for the methods that name
-// a target and checks Mcp-Name against it.
-func (c *call) decodeTarget() *rpcError {
-	var field string
-	var raw json.RawMessage
-	switch c.method {
-	case mcp.MethodToolsCall, mcp.MethodPromptsGet:
-		field, raw = "name", c.p.Name
-	case mcp.MethodResourcesRead:
-		field, raw = "uri", c.p.URI
-	default:
-		return nil
-	}
-	var v string
-	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil || v == "" {
-		return errInvalidParams("Invalid params: " + field + " must be a non-empty string")
-	}
-	if field == "name" {
-		c.name = v
-	} else {
-		c.uri = v
-	}
-	hv, present := headerValue(c.r.Header, "Mcp-Name")
-	if !present || hv != v {
-		return headerMismatch("Mcp-Name", !present)
-	}
-	return nil
-}
-
-// headerValue reads a header, decoding the =?base64?…?= form.
-func headerValue(h http.Header, name string) (string, bool) {
-	vs := h.Values(name)
-	if len(vs) == 0 {
-		return "", false
-	}
-	v := vs[0]
-	// Only a value with both markers is encoded; anything else is literal.
-	if strings.HasPrefix(v, "=?base64?") && strings.HasSuffix(v, "?=") && len(v) >= len("=?base64??=") {
-		inner := v[len("=?base64?") : len(v)-len("?=")]
-		b, err := base64.StdEncoding.Strict().DecodeString(inner)
-		if err != nil {
-			return "", true // present but undecodable: matches nothing
-		}
-		return string(b), true
-	}
-	return v, true
-}
-
-func headerMismatch(header string, missing bool) *rpcError {
-	msg := "Header mismatch: " + header + " does not match the request body"
-	if missing {
-		msg = "Header mismatch: " + header + " is required"
-	}
-	return newError(http.StatusBadRequest, codeHeaderMismatch, msg, map[string]string{"header": header})
-}
-
-// dispatch routes a checked request to its method.
-func (reg *Registry) dispatch(c *call) {
-	var (
-		result any
-		e      *rpcError
-	)
-	switch c.method {
-	case "server/discover":
-		result = reg.discover(c)
-	case "tools/list":
-		result, e = reg.list(c, c.snap.toolList, "tools")
-	case "prompts/list":
-		result, e = reg.list(c, c.snap.promptLst, "prompts")
-	case "resources/list":
-		result, e = reg.list(c, c.snap.resList, "resources")
-	case "resources/templates/list":
-		result, e = reg.list(c, c.snap.tmplList, "resourceTemplates")
-	case "completion/complete":
-		result, e = reg.complete(c)
-	case mcp.MethodToolsCall, mcp.MethodPromptsGet, mcp.MethodResourcesRead:
-		reg.carrier(c)
-		return
-	case "subscriptions/listen":
-		reg.listen(c)
-		return
-	default:
-		msg := "Method not found: " + c.method
-		if removed[c.method] {
-			msg = "Method not found: " + c.method + " was removed in protocol " + ProtocolVersion
-		}
-		e = newError(http.StatusNotFound, codeMethodNotFound, msg, nil)
-	}
-	if e != nil {
-		writeError(c.w, c.id, e)
-		return
-	}
-	writeJSON(c.w, http.StatusOK, response{JSONRPC: "2.0", ID: c.id, Result: result})
-}
-
-// serverInfo is the _meta every result carries.
-// It is built once per snapshot (read-only afterwards), not per request.
-func (reg *Registry) serverInfo(s *snapshot) map[string]any {
-	if s.info != nil {
-		return s.info
-	}
-	return reg.newServerInfo(s)
-}
-
-func (reg *Registry) newServerInfo(s *snapshot) map[string]any {
-	return map[string]any{metaServerInfo: map[string]string{
-		"name": "opsmcp/" + s.slug, "title": s.displayName, "version": reg.opts.Version,
-	}}
-}
-
-// ctx returns the request's context.
-func (c *call) ctx() context.Context {
-	if c.reqCtx != nil {
-		return c.reqCtx
-	}
-	return c.r.Context()
+	return "1." + strconv.Itoa(r.ProtoMinor)
 }

@@ -2,11 +2,12 @@ package tenants
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/telemetry"
+	"github.com/opsmcp/platform/webhook"
 )
 
 // webhookKeyPrefix marks the wire keys of input requests a webhook asked
@@ -22,85 +24,39 @@ import (
 // cannot collide.
 const webhookKeyPrefix = "wh."
 
-// KeyRings gives each tenant the codec its request state is sealed with.
-// The keys package provides Vault-backed and local rings with scheduled
-// rotation; without one, every tenant shares the configured ring.
-type KeyRings interface {
-	// Codec returns the tenant's current codec. An error means the tenant
-	// has no usable ring: its rounds fail closed.
-	Codec(ctx context.Context, tenantID string) (mrtr.Codec, error)
-}
-
-// staticRings serves one ring to every tenant; bindings still keep
-// tenants apart (the tenant id is sealed into every state).
-type staticRings struct{ ring *mrtr.Ring }
-
-func (s staticRings) Codec(context.Context, string) (mrtr.Codec, error) { return s.ring, nil }
-
-// flowEngine seals and opens request state for every tenant.
+// flowEngine runs the rounds of tools/call, prompts/get and
+// resources/read: request state, declared inputs, the webhook.
 type flowEngine struct {
-	rings KeyRings
-	now   func() time.Time
+	sealing  *sealing
+	webhooks *webhookClient
+	log      *slog.Logger
 }
 
-func newFlowEngine(opts Options) (*flowEngine, error) {
-	if opts.Keys != nil {
-		return &flowEngine{rings: opts.Keys, now: time.Now}, nil
-	}
-	ring, err := ringFromConfig(opts.StateKeys)
-	if err != nil {
-		return nil, err
-	}
-	return &flowEngine{rings: staticRings{ring}, now: time.Now}, nil
+// events receives what happens while a round calls the webhook; the
+// exchange streams it to the client.
+type events interface {
+	// delivering is told the webhook is about to be called, and says
+	// whether its answer may stream (the client asked for events).
+	delivering() bool
+	progress(ev *webhook.Event)
+	log(ev *webhook.Event)
 }
 
-// ringFromConfig builds the key ring from comma-separated base64 secrets,
-// or a random per-process ring when none are given (a single replica, or
-// a test; several replicas must share configured keys).
-func ringFromConfig(keys string) (*mrtr.Ring, error) {
-	if strings.TrimSpace(keys) == "" {
-		return mrtr.Ephemeral(), nil
-	}
-	var secrets [][]byte
-	for i, k := range strings.Split(keys, ",") {
-		k = strings.TrimSpace(k)
-		b, err := base64.StdEncoding.DecodeString(k)
-		if err != nil {
-			b, err = base64.RawURLEncoding.DecodeString(k)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("state-keys: key %d is not base64", i+1)
-		}
-		secrets = append(secrets, b)
-	}
-	ring, err := mrtr.NewRing(secrets...)
-	if err != nil {
-		return nil, fmt.Errorf("state-keys: %w", err)
-	}
-	return ring, nil
+// flow is the state of one flow as a round continues it.
+type flow struct {
+	id     string
+	number int // this round, 1 for a fresh call
+	start  time.Time
+	record mrtr.Record
+	state  platformState
+	// served is the server time of the flow's earlier rounds.
+	served time.Duration
 }
 
-// sealer returns the tenant's sealing policy over its codec.
-func (f *flowEngine) sealer(ctx context.Context, s *snapshot) (*mrtr.Sealer, error) {
-	codec, err := f.rings.Codec(ctx, s.tenantID)
-	if err != nil {
-		return nil, err
-	}
-	return &mrtr.Sealer{
-		Codec: codec,
-		Policy: mrtr.Policy{
-			TTL:           s.settings.StateTTL(),
-			MaxStateBytes: s.settings.StateBytes(),
-			MaxRounds:     s.settings.Rounds(),
-		},
-		Now: f.now,
-	}, nil
-}
-
-// flowState is what the platform keeps for a flow between rounds, besides
+// platformState is the platform's own part of a sealed state, besides
 // the declared-inputs record: the webhook's own state and the keys it
 // asked for, so only answers to those reach it.
-type flowState struct {
+type platformState struct {
 	Webhook string   `json:"s,omitempty"`
 	Asked   []string `json:"k,omitempty"`
 	// Served is the milliseconds the platform spent on the flow's rounds
@@ -108,96 +64,197 @@ type flowState struct {
 	Served int64 `json:"t,omitempty"`
 }
 
-// round is the state of one flow as this request continues it.
-type round struct {
-	flowID string
-	number int // this request's round, 1 for a fresh call
-	start  time.Time
-	record mrtr.Record
-	state  flowState
-	keyID  string // the key that verified the inbound state, if any
-	// arrived is when this round's request arrived; served is the server
-	// time of the flow's earlier rounds; sealedKey is the key that sealed
-	// the next round's state.
-	arrived   time.Time
-	served    time.Duration
-	sealedKey string
+// run serves one round of a carrier request:
+//
+//  1. the inbound requestState, if any, is verified: it says which flow
+//     and round this continues (none: a fresh flow, round 1);
+//  2. the target is found: the tool, prompt or resource template (or the
+//     request is answered at once: invalid tool arguments, a template
+//     prompt, a static resource);
+//  3. declared inputs are gathered: answers recorded in the state, fresh
+//     answers to the questions actually asked, questions still open;
+//  4. open questions are asked, with the next round's state sealed;
+//  5. otherwise the webhook is called with the arguments and answers: it
+//     completes, or asks for more (asked as in 4).
+//
+// Every fact of the round goes on rd.
+func (f *flowEngine) run(ctx context.Context, c *call, rd *Round, ev events) answer {
+	sealer := f.sealing.forRound(c.snap)
+	b := f.binding(c)
+	fl, a := f.open(ctx, &sealer, c, b, rd)
+	if fl == nil {
+		return a
+	}
+	responses, e := parseResponses(c.p.InputResponses)
+	if e != nil {
+		return failed(e)
+	}
+	t, a := findTarget(c)
+	if t == nil {
+		return a
+	}
+	declared, hookResponses := splitResponses(responses, fl.state.Asked)
+	var answers map[string]webhook.Answer
+	if t.inputs.Len() > 0 {
+		res, err := t.inputs.Resolve(t.args, fl.record, declared, c.caps)
+		if err != nil {
+			var mc *mrtr.MissingCapabilityError
+			if errors.As(err, &mc) {
+				return failed(errMissingCapability(mc.Required))
+			}
+			f.log.ErrorContext(ctx, "declared inputs failed", "tenant", c.snap.slug, "target", t.name, "err", err)
+			return failed(errInternal())
+		}
+		fl.record = res.Record
+		if !res.Done {
+			return f.ask(ctx, &sealer, c, b, rd, fl, res.Open)
+		}
+		answers = make(map[string]webhook.Answer, len(res.Answers))
+		for k, a := range res.Answers {
+			answers[k] = webhook.Answer{Action: a.Action, Content: a.Content}
+		}
+	}
+	resp, we := f.deliver(ctx, c, t, fl, answers, hookResponses, rd, ev)
+	if we != nil {
+		if we.Class == "canceled" {
+			return answer{} // the client went away: nothing to answer
+		}
+		return webhookFailed(c, t, we)
+	}
+	if resp.Type == webhook.TypeInputRequired {
+		open, keys, e, err := webhookInputs(resp.InputRequests, c.caps)
+		if err != nil {
+			return webhookFailed(c, t, &WebhookError{Class: "contract", Detail: err.Error()})
+		}
+		if e != nil {
+			return failed(e)
+		}
+		fl.state = platformState{Webhook: resp.State, Asked: keys}
+		return f.ask(ctx, &sealer, c, b, rd, fl, open)
+	}
+	result, isError, err := completeResult(t.kind, resp.Result, c.snap.info)
+	if err != nil {
+		return webhookFailed(c, t, &WebhookError{Class: "contract", Detail: err.Error()})
+	}
+	if isError {
+		return toolFailed(result)
+	}
+	return completed(result)
 }
 
-func newFlowID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return "fl_" + base64.RawURLEncoding.EncodeToString(b[:])
+// binding is what the request's state is bound to.
+func (f *flowEngine) binding(c *call) mrtr.Binding {
+	b := mrtr.Binding{
+		Tenant:    c.snap.tenantID,
+		Audience:  c.snap.audience,
+		Method:    c.method,
+		Target:    c.name,
+		Principal: c.principal.Binding(),
+	}
+	if c.method == mcp.MethodResourcesRead {
+		b.Target = c.uri
+	} else {
+		b.Args = c.p.Arguments
+	}
+	return b
 }
 
-// openRound verifies an inbound requestState and returns the round it
-// continues, or a fresh first round when there is none. Any failure is
-// the frozen rejection; the reason is logged, never sent.
-func (reg *Registry) openRound(c *call, b mrtr.Binding) (*round, *rpcError) {
+// open verifies an inbound requestState and returns the flow it
+// continues, or a fresh flow when there is none. Any failure is the one
+// frozen rejection (returned as the answer, with a nil flow); the reason
+// is logged and recorded, never sent.
+func (f *flowEngine) open(ctx context.Context, sealer *roundSealer, c *call, b mrtr.Binding, rd *Round) (*flow, answer) {
 	tok, present, err := mrtr.TokenFromJSON(c.p.RequestState)
 	if err == nil && !present {
-		rd := &round{flowID: newFlowID(), number: 1, start: c.arrived(), arrived: c.arrived()}
-		c.obs().fresh(rd)
-		return rd, nil
+		fl := &flow{id: mrtr.NewFlowID(), number: 1, start: rd.Arrived}
+		rd.FlowID, rd.Number, rd.FlowStart = fl.id, fl.number, fl.start
+		return fl, answer{}
 	}
-	var claims *mrtr.Claims
-	if err == nil {
-		var sealer *mrtr.Sealer
-		if sealer, err = reg.flows.sealer(c.ctx(), c.snap); err != nil {
-			// No usable key ring: fail closed, with the one frozen answer.
-			reg.log.ErrorContext(c.ctx(), "no key ring for tenant", "tenant", c.snap.slug, "err", err)
-			c.obs().rejected("no_key_ring")
-			return nil, errInvalidState()
-		}
-		tenantID := c.snap.tenantID
-		sealer.Revoked = func(_ context.Context, flowID string) bool { return reg.isRevoked(tenantID, flowID) }
-		claims, err = sealer.Open(c.ctx(), tok, b)
+	reject := func(reason string) (*flow, answer) {
+		f.log.WarnContext(ctx, "requestState rejected", "tenant", c.snap.slug, "method", c.method, "reason", reason)
+		rd.StateIn = StateCheck{Outcome: StateRejected, Reason: reason}
+		return nil, failed(errInvalidState())
 	}
 	if err != nil {
-		reason := "codec_error"
-		var rej *mrtr.Rejection
-		if errors.As(err, &rej) {
-			reason = rej.Reason
-		}
-		reg.log.WarnContext(c.ctx(), "requestState rejected", "tenant", c.snap.slug, "method", c.method, "reason", reason)
-		c.obs().rejected(reason)
-		return nil, errInvalidState()
+		return reject(rejectionReason(err))
 	}
-	rd := &round{
-		flowID: claims.FlowID,
+	s, err := sealer.get(ctx)
+	if err != nil {
+		// No usable key ring: fail closed, with the one frozen answer.
+		f.log.ErrorContext(ctx, "no key ring for tenant", "tenant", c.snap.slug, "err", err)
+		return reject("no_key_ring")
+	}
+	claims, err := s.Open(ctx, tok, b)
+	if err != nil {
+		return reject(rejectionReason(err))
+	}
+	fl := &flow{
+		id:     claims.FlowID,
 		number: claims.Round + 1,
 		start:  claims.FlowStart,
 		record: mrtr.DecodeRecord(claims.Resolver),
-		keyID:  claims.KeyID,
 	}
-	rd.arrived = c.arrived()
-	if len(claims.State) > 0 && json.Unmarshal(claims.State, &rd.state) != nil {
+	if len(claims.State) > 0 && json.Unmarshal(claims.State, &fl.state) != nil {
 		// The platform sealed this itself, so this cannot happen short of
 		// a format change; treat it like any other bad state.
-		reg.log.WarnContext(c.ctx(), "requestState rejected", "tenant", c.snap.slug, "method", c.method, "reason", "flow_state")
-		c.obs().rejected("flow_state")
-		return nil, errInvalidState()
+		return reject("flow_state")
 	}
-	rd.served = time.Duration(rd.state.Served) * time.Millisecond
-	c.obs().verified(rd, claims.KeyID, claims.Parent)
-	return rd, nil
+	fl.served = time.Duration(fl.state.Served) * time.Millisecond
+	rd.FlowID, rd.Number, rd.FlowStart, rd.Served = fl.id, fl.number, fl.start, fl.served
+	rd.StateIn = StateCheck{Outcome: StateVerified, KeyID: claims.KeyID, Parent: claims.Parent}
+	return fl, answer{}
 }
 
-// seal mints the requestState for the next round of rd.
-func (reg *Registry) seal(ctx context.Context, s *snapshot, b mrtr.Binding, rd *round) (string, error) {
-	rd.state.Served = (rd.served + time.Since(rd.arrived)).Milliseconds()
-	state, err := json.Marshal(rd.state)
-	if err != nil {
-		return "", err
+// rejectionReason is the reason a state was refused, for logs and spans.
+func rejectionReason(err error) string {
+	var rej *mrtr.Rejection
+	if errors.As(err, &rej) {
+		return rej.Reason
 	}
-	rec, err := mrtr.EncodeRecord(rd.record)
+	return "codec_error"
+}
+
+// ask seals the next round's state and answers with an
+// InputRequiredResult asking open.
+func (f *flowEngine) ask(ctx context.Context, sealer *roundSealer, c *call, b mrtr.Binding, rd *Round, fl *flow, open map[string]mrtr.InputRequest) answer {
+	tok, claims, err := f.seal(ctx, sealer, b, rd, fl)
 	if err != nil {
-		return "", err
+		rd.StateOut.Outcome = StateSealFailed
+		if errors.Is(err, mrtr.ErrTooManyRounds) {
+			msg := fmt.Sprintf("This call needed more than %d rounds of input and was stopped.", c.snap.settings.Rounds())
+			if c.method == mcp.MethodToolsCall {
+				return toolFailed(toolError(c.snap, msg))
+			}
+			return failed(errInvalidParams(msg))
+		}
+		f.log.ErrorContext(ctx, "refusing to seal requestState", "tenant", c.snap.slug, "method", c.method, "err", err)
+		return failed(errInternal())
+	}
+	rd.StateOut = StateSeal{Outcome: StateMinted, KeyID: claims.KeyID, Expires: claims.Expiry}
+	rd.Asked = open
+	return asked(&mrtr.InputRequiredResult{
+		ResultType:    mcp.ResultTypeInputRequired,
+		InputRequests: open,
+		RequestState:  tok,
+		Meta:          c.snap.info,
+	})
+}
+
+// seal mints the requestState of the round after this one.
+func (f *flowEngine) seal(ctx context.Context, sealer *roundSealer, b mrtr.Binding, rd *Round, fl *flow) (string, *mrtr.Claims, error) {
+	fl.state.Served = (fl.served + time.Since(rd.Arrived)).Milliseconds()
+	state, err := json.Marshal(fl.state)
+	if err != nil {
+		return "", nil, err
+	}
+	rec, err := mrtr.EncodeRecord(fl.record)
+	if err != nil {
+		return "", nil, err
 	}
 	claims := &mrtr.Claims{
-		FlowID:    rd.flowID,
-		Round:     rd.number,
-		FlowStart: rd.start,
+		FlowID:    fl.id,
+		Round:     fl.number,
+		FlowStart: fl.start,
 		Resolver:  rec,
 		State:     state,
 	}
@@ -205,13 +262,96 @@ func (reg *Registry) seal(ctx context.Context, s *snapshot, b mrtr.Binding, rd *
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		claims.Parent = telemetry.Traceparent(span.SpanContext())
 	}
-	sealer, err := reg.flows.sealer(ctx, s)
+	s, err := sealer.get(ctx)
 	if err != nil {
-		return "", fmt.Errorf("key ring: %w", err)
+		return "", nil, err
 	}
-	tok, keyID, err := sealer.Seal(ctx, b, claims)
-	rd.sealedKey = keyID
-	return tok, err
+	tok, keyID, err := s.Seal(ctx, b, claims)
+	claims.KeyID = keyID
+	return tok, claims, err
+}
+
+// deliver calls the target's webhook with everything the round gathered.
+func (f *flowEngine) deliver(ctx context.Context, c *call, t *target, fl *flow, answers map[string]webhook.Answer,
+	hookResponses map[string]json.RawMessage, rd *Round, ev events) (*webhook.Response, *WebhookError) {
+	req := &webhook.Request{
+		Version:            webhook.Version,
+		Kind:               t.kind,
+		Name:               t.name,
+		Arguments:          t.args,
+		Answers:            answers,
+		InputResponses:     hookResponses,
+		State:              fl.state.Webhook,
+		Flow:               webhook.Flow{ID: fl.id, Round: fl.number},
+		ClientCapabilities: c.rawCaps,
+		Stream:             ev.delivering(),
+	}
+	if p := c.principal; p != nil {
+		req.Principal = &webhook.Principal{Issuer: p.Issuer, Subject: p.Subject, Client: p.Client}
+		if p.Machine() {
+			req.Principal.Subject = ""
+		}
+	}
+	if t.kind == webhook.KindResource {
+		req.URI = c.uri
+	}
+	start := time.Now()
+	resp, status, err := f.webhooks.deliver(ctx, t.handler.URL, t.secret,
+		time.Duration(t.handler.Timeout())*time.Millisecond, req, ev)
+	call := &WebhookCall{Kind: t.kind, Status: status, Duration: time.Since(start)}
+	rd.Webhook = call
+	if err != nil {
+		var we *WebhookError
+		errors.As(err, &we)
+		call.Outcome, call.Failed = we.Class, true
+		f.log.WarnContext(ctx, "webhook failed", "tenant", c.snap.slug, "target", t.name, "class", we.Class,
+			"detail", we.Detail, "duration", call.Duration)
+		return nil, we
+	}
+	call.Outcome = resp.Type
+	return resp, nil
+}
+
+// webhookFailed answers a failed delivery: a tool error result the model
+// can read for tools, an internal error naming the failure otherwise.
+func webhookFailed(c *call, t *target, we *WebhookError) answer {
+	msg := fmt.Sprintf("The %s's backend failed (%s): %s", t.kind, we.Class, we.Detail)
+	if t.kind == webhook.KindTool {
+		return toolFailed(toolError(c.snap, msg))
+	}
+	return failed(newError(http.StatusBadGateway, mcp.CodeInternalError, msg, map[string]string{"webhook": we.Class}))
+}
+
+// completeResult checks a webhook's complete result against the contract
+// for its kind and adds resultType and serverInfo; isError reports a
+// tool's own error result.
+func completeResult(kind string, raw json.RawMessage, meta map[string]any) (result map[string]json.RawMessage, isError bool, err error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return nil, false, errors.New("result must be a JSON object")
+	}
+	need := map[string]string{webhook.KindTool: "content", webhook.KindPrompt: "messages", webhook.KindResource: "contents"}[kind]
+	if v, ok := m[need]; !ok || len(v) == 0 || v[0] != '[' {
+		return nil, false, fmt.Errorf("a %s result needs a %q array", kind, need)
+	}
+	m["resultType"] = json.RawMessage(`"complete"`)
+	metaObj := map[string]json.RawMessage{}
+	if raw, ok := m["_meta"]; ok {
+		_ = json.Unmarshal(raw, &metaObj)
+	}
+	for k, v := range meta {
+		metaObj[k], _ = json.Marshal(v)
+	}
+	m["_meta"], _ = json.Marshal(metaObj)
+	if kind == webhook.KindResource {
+		if _, ok := m["ttlMs"]; !ok {
+			m["ttlMs"] = json.RawMessage("0")
+		}
+		if _, ok := m["cacheScope"]; !ok {
+			m["cacheScope"] = json.RawMessage(`"private"`)
+		}
+	}
+	return m, kind == webhook.KindTool && string(m["isError"]) == "true", nil
 }
 
 // splitResponses separates answers to declared inputs from answers to a
@@ -220,13 +360,11 @@ func (reg *Registry) seal(ctx context.Context, s *snapshot, b mrtr.Binding, rd *
 func splitResponses(all map[string]json.RawMessage, asked []string) (declared, hook map[string]json.RawMessage) {
 	for k, v := range all {
 		if name, ok := strings.CutPrefix(k, webhookKeyPrefix); ok {
-			for _, a := range asked {
-				if a == name {
-					if hook == nil {
-						hook = map[string]json.RawMessage{}
-					}
-					hook[name] = v
+			if slices.Contains(asked, name) {
+				if hook == nil {
+					hook = map[string]json.RawMessage{}
 				}
+				hook[name] = v
 			}
 			continue
 		}
@@ -257,8 +395,6 @@ func parseResponses(raw json.RawMessage) (map[string]json.RawMessage, *rpcError)
 func webhookInputs(reqs map[string]json.RawMessage, caps mrtr.ClientCapabilities) (map[string]mrtr.InputRequest, []string, *rpcError, error) {
 	out := make(map[string]mrtr.InputRequest, len(reqs))
 	keys := make([]string, 0, len(reqs))
-	var missing mrtr.ClientCapabilities
-	lacking := false
 	for k, raw := range reqs {
 		if k == "" || len(k) > 64 {
 			return nil, nil, nil, fmt.Errorf("input request key %q must be 1 to 64 characters", k)
@@ -271,40 +407,8 @@ func webhookInputs(reqs map[string]json.RawMessage, caps mrtr.ClientCapabilities
 			return nil, nil, nil, fmt.Errorf("input request %q: params must be an object", k)
 		}
 		switch ir.Method {
-		case mcp.MethodElicit:
-			var p struct {
-				Mode string `json:"mode"`
-			}
-			_ = json.Unmarshal(ir.Params, &p)
-			if p.Mode == "url" {
-				if !caps.CanElicitURL() {
-					lacking = true
-					missing.Elicitation = &mrtr.ElicitationCapability{URL: &struct{}{}}
-				}
-			} else if !caps.CanElicitForm() {
-				lacking = true
-				if missing.Elicitation == nil {
-					missing.Elicitation = &mrtr.ElicitationCapability{}
-				}
-			}
-		case mcp.MethodCreateMessage:
-			var p struct {
-				Tools json.RawMessage `json:"tools"`
-			}
-			_ = json.Unmarshal(ir.Params, &p)
-			withTools := len(p.Tools) > 0 && string(p.Tools) != "null"
-			if !caps.CanSample(withTools) {
-				lacking = true
-				missing.Sampling = &mrtr.SamplingCapability{}
-				if withTools {
-					missing.Sampling.Tools = &struct{}{}
-				}
-			}
+		case mcp.MethodElicit, mcp.MethodCreateMessage:
 		case mcp.MethodListRoots:
-			if !caps.CanListRoots() {
-				lacking = true
-				missing.Roots = &mrtr.RootsCapability{}
-			}
 			if len(ir.Params) == 0 {
 				ir.Params = json.RawMessage(`{}`)
 			}
@@ -314,13 +418,14 @@ func webhookInputs(reqs map[string]json.RawMessage, caps mrtr.ClientCapabilities
 		out[webhookKeyPrefix+k] = ir
 		keys = append(keys, k)
 	}
-	if lacking {
+	if missing, lacking := mrtr.MissingCapabilities(out, caps); lacking {
 		return nil, nil, errMissingCapability(missing), nil
 	}
+	slices.Sort(keys)
 	return out, keys, nil, nil
 }
 
 func errMissingCapability(required mrtr.ClientCapabilities) *rpcError {
-	return newError(400, codeMissingClientCap, "Missing required client capability",
+	return newError(http.StatusBadRequest, mcp.CodeMissingRequiredCapability, "Missing required client capability",
 		map[string]any{"requiredCapabilities": required})
 }

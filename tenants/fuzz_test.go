@@ -26,17 +26,20 @@ func FuzzParseRequest(f *testing.F) {
 		r.Header.Set("Mcp-Method", method)
 		r.Header.Set("Mcp-Name", name)
 		r.Header.Set("Mcp-Param-N", name)
-		c := &call{w: httptest.NewRecorder(), r: r, snap: &snapshot{}}
-		if e := c.parse(body); e != nil {
+		q, e := parseRequest(body)
+		if q == nil {
+			t.Fatalf("no request value for %q", body)
+		}
+		if e != nil {
 			if e.Code == 0 || e.Message == "" {
 				t.Fatalf("empty error for %q", body)
 			}
 			return
 		}
-		if e := c.checkEnvelope(); e != nil && (e.Code == 0 || e.Message == "") {
+		if e := q.checkEnvelope(r.Header); e != nil && (e.Code == 0 || e.Message == "") {
 			t.Fatalf("empty error for %q", body)
 		}
-		_, _ = parseResponses(c.p.InputResponses)
-		_ = checkHeaderParams(r.Header, map[string]headerParam{"n": {header: "N", property: "n", typ: "integer"}}, c.p.Arguments)
+		_, _ = parseResponses(q.p.InputResponses)
+		_ = checkHeaderParams(r.Header, map[string]headerParam{"n": {header: "N", property: "n", typ: "integer"}}, q.p.Arguments)
 	})
 }

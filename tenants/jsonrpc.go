@@ -6,47 +6,12 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-)
 
-// ProtocolVersion is the MCP revision every tenant endpoint speaks.
-const ProtocolVersion = "2026-07-28"
+	"github.com/opsmcp/platform/mcp"
+)
 
 // supportedVersions is what -32022 and server/discover report.
-var supportedVersions = []string{ProtocolVersion}
-
-// JSON-RPC and MCP error codes.
-const (
-	codeParseError       = -32700
-	codeInvalidRequest   = -32600
-	codeMethodNotFound   = -32601
-	codeInvalidParams    = -32602
-	codeInternal         = -32603
-	codeHeaderMismatch   = -32020
-	codeMissingClientCap = -32021
-	codeUnsupportedVer   = -32022
-)
-
-// Keys of the per-request and per-result _meta.
-const (
-	metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
-	metaClientCaps      = "io.modelcontextprotocol/clientCapabilities"
-	metaClientInfo      = "io.modelcontextprotocol/clientInfo"
-	metaLogLevel        = "io.modelcontextprotocol/logLevel"
-	metaServerInfo      = "io.modelcontextprotocol/serverInfo"
-	metaSubscriptionID  = "io.modelcontextprotocol/subscriptionId"
-)
-
-// request is one inbound JSON-RPC message.
-type request struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id,omitempty"`
-	Method  string          `json:"method"`
-	Params  json.RawMessage `json:"params,omitempty"`
-	// Result and Error are present only on responses, which a client must
-	// never POST.
-	Result json.RawMessage `json:"result,omitempty"`
-	Error  json.RawMessage `json:"error,omitempty"`
-}
+var supportedVersions = []string{mcp.Version}
 
 // rpcError is a JSON-RPC error object, with the HTTP status it travels
 // with on a plain JSON response.
@@ -55,6 +20,8 @@ type rpcError struct {
 	Message string `json:"message"`
 	Data    any    `json:"data,omitempty"`
 	status  int
+	// challenge is a WWW-Authenticate header value to send with it.
+	challenge string
 }
 
 func (e *rpcError) Error() string { return e.Message }
@@ -64,17 +31,17 @@ func newError(status, code int, msg string, data any) *rpcError {
 }
 
 func errInvalidParams(msg string) *rpcError {
-	return newError(http.StatusBadRequest, codeInvalidParams, msg, nil)
+	return newError(http.StatusBadRequest, mcp.CodeInvalidParams, msg, nil)
 }
 
 func errInternal() *rpcError {
-	return newError(http.StatusInternalServerError, codeInternal, "Internal error", nil)
+	return newError(http.StatusInternalServerError, mcp.CodeInternalError, "Internal error", nil)
 }
 
 // errInvalidState is the one frozen answer to every rejected requestState:
 // the reason goes only to the log and the span.
 func errInvalidState() *rpcError {
-	return newError(http.StatusBadRequest, codeInvalidParams, "Invalid or expired requestState",
+	return newError(http.StatusBadRequest, mcp.CodeInvalidParams, "Invalid or expired requestState",
 		map[string]string{"reason": "invalid_request_state"})
 }
 
@@ -99,7 +66,6 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // writeJSON sends one JSON-RPC message as application/json.
 func writeJSON(w http.ResponseWriter, status int, msg any) {
-	observed(w, msg)
 	buf := bufPool.Get().(*bytes.Buffer)
 	buf.Reset()
 	defer bufPool.Put(buf)
@@ -119,6 +85,9 @@ func writeJSON(w http.ResponseWriter, status int, msg any) {
 
 // writeError sends a JSON-RPC error response with its HTTP status.
 func writeError(w http.ResponseWriter, id json.RawMessage, e *rpcError) {
+	if e.challenge != "" {
+		w.Header().Set("WWW-Authenticate", e.challenge)
+	}
 	status := e.status
 	if status == 0 {
 		status = http.StatusBadRequest
@@ -153,7 +122,6 @@ func (s *sseWriter) start() {
 
 // send writes one message as an event and flushes it.
 func (s *sseWriter) send(msg any) error {
-	observed(s.w, msg)
 	s.start()
 	body, err := json.Marshal(msg)
 	if err != nil {

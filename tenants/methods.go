@@ -6,13 +6,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/opsmcp/platform/mcp"
 )
 
 // discover answers server/discover.
-func (reg *Registry) discover(c *call) any {
+func (e *Endpoint) discover(c *call) answer {
 	s := c.snap
-	return map[string]any{
-		"resultType":        "complete",
+	return completed(map[string]any{
+		"resultType":        mcp.ResultTypeComplete,
 		"supportedVersions": supportedVersions,
 		"capabilities": map[string]any{
 			"tools":       map[string]any{"listChanged": true},
@@ -24,8 +26,8 @@ func (reg *Registry) discover(c *call) any {
 		"instructions": s.settings.Instructions,
 		"ttlMs":        s.settings.ListTTL(),
 		"cacheScope":   "private",
-		"_meta":        reg.serverInfo(s),
-	}
+		"_meta":        s.info,
+	})
 }
 
 // pageSize is the number of entries per list page.
@@ -35,17 +37,17 @@ const pageSize = 100
 // pagination. The cursor is the index of the next entry, tagged with the
 // catalogue version so a cursor from a changed catalogue is refused
 // rather than silently skipping or repeating entries.
-func (reg *Registry) list(c *call, entries []json.RawMessage, field string) (any, *rpcError) {
+func (e *Endpoint) list(c *call, entries []json.RawMessage, field string) answer {
 	start := 0
 	if len(c.p.Cursor) > 0 && string(c.p.Cursor) != "null" {
 		var cur string
 		if json.Unmarshal(c.p.Cursor, &cur) != nil {
-			return nil, errInvalidParams("Invalid params: cursor must be a string")
+			return failed(errInvalidParams("Invalid params: cursor must be a string"))
 		}
 		v, i, ok := strings.Cut(cur, ":")
 		n, err := strconv.Atoi(i)
 		if !ok || v != strconv.FormatInt(c.snap.version, 10) || err != nil || n < 0 || n > len(entries) {
-			return nil, errInvalidParams("Invalid params: the cursor is invalid or the list changed; list again from the start")
+			return failed(errInvalidParams("Invalid params: the cursor is invalid or the list changed; list again from the start"))
 		}
 		start = n
 	}
@@ -55,21 +57,21 @@ func (reg *Registry) list(c *call, entries []json.RawMessage, field string) (any
 		page = []json.RawMessage{}
 	}
 	out := map[string]any{
-		"resultType": "complete",
+		"resultType": mcp.ResultTypeComplete,
 		field:        page,
 		"ttlMs":      c.snap.settings.ListTTL(),
 		"cacheScope": "private",
-		"_meta":      reg.serverInfo(c.snap),
+		"_meta":      c.snap.info,
 	}
 	if end < len(entries) {
 		out["nextCursor"] = strconv.FormatInt(c.snap.version, 10) + ":" + strconv.Itoa(end)
 	}
-	return out, nil
+	return completed(out)
 }
 
 // complete answers completion/complete from the values a tenant declared
 // for a prompt argument or a template variable.
-func (reg *Registry) complete(c *call) (any, *rpcError) {
+func (e *Endpoint) complete(c *call) answer {
 	var ref struct {
 		Type string `json:"type"`
 		Name string `json:"name"`
@@ -80,17 +82,17 @@ func (reg *Registry) complete(c *call) (any, *rpcError) {
 		Value string `json:"value"`
 	}
 	if len(c.p.Ref) == 0 || json.Unmarshal(c.p.Ref, &ref) != nil {
-		return nil, errInvalidParams("Invalid params: ref must be an object with type and name or uri")
+		return failed(errInvalidParams("Invalid params: ref must be an object with type and name or uri"))
 	}
 	if len(c.p.Argument) == 0 || json.Unmarshal(c.p.Argument, &arg) != nil || arg.Name == "" {
-		return nil, errInvalidParams("Invalid params: argument must be an object with name and value")
+		return failed(errInvalidParams("Invalid params: argument must be an object with name and value"))
 	}
 	var values []string
 	switch ref.Type {
 	case "ref/prompt":
 		p := c.snap.prompts[ref.Name]
 		if p == nil {
-			return nil, errInvalidParams("Invalid params: unknown prompt " + strconv.Quote(ref.Name))
+			return failed(errInvalidParams("Invalid params: unknown prompt " + strconv.Quote(ref.Name)))
 		}
 		found := false
 		for _, a := range p.def.Arguments {
@@ -99,7 +101,7 @@ func (reg *Registry) complete(c *call) (any, *rpcError) {
 			}
 		}
 		if !found {
-			return nil, errInvalidParams("Invalid params: prompt " + strconv.Quote(ref.Name) + " has no argument " + strconv.Quote(arg.Name))
+			return failed(errInvalidParams("Invalid params: prompt " + strconv.Quote(ref.Name) + " has no argument " + strconv.Quote(arg.Name)))
 		}
 	case "ref/resource":
 		var t *templateEntry
@@ -109,11 +111,11 @@ func (reg *Registry) complete(c *call) (any, *rpcError) {
 			}
 		}
 		if t == nil {
-			return nil, errInvalidParams("Invalid params: unknown resource template " + strconv.Quote(ref.URI))
+			return failed(errInvalidParams("Invalid params: unknown resource template " + strconv.Quote(ref.URI)))
 		}
 		values = t.def.Completions[arg.Name]
 	default:
-		return nil, errInvalidParams(`Invalid params: ref.type must be "ref/prompt" or "ref/resource"`)
+		return failed(errInvalidParams(`Invalid params: ref.type must be "ref/prompt" or "ref/resource"`))
 	}
 	matches := []string{}
 	for _, v := range values {
@@ -128,17 +130,17 @@ func (reg *Registry) complete(c *call) (any, *rpcError) {
 	if hasMore {
 		matches = matches[:maxValues]
 	}
-	return map[string]any{
-		"resultType": "complete",
+	return completed(map[string]any{
+		"resultType": mcp.ResultTypeComplete,
 		"completion": map[string]any{"values": matches, "total": total, "hasMore": hasMore},
-		"_meta":      reg.serverInfo(c.snap),
-	}, nil
+		"_meta":      c.snap.info,
+	})
 }
 
 // listen answers subscriptions/listen: an SSE stream that first
 // acknowledges the subscription, then carries list_changed notifications
 // until the client leaves or the server shuts down.
-func (reg *Registry) listen(c *call) {
+func (e *Endpoint) listen(x *exchange, c *call) {
 	var req struct {
 		ToolsListChanged      bool     `json:"toolsListChanged"`
 		PromptsListChanged    bool     `json:"promptsListChanged"`
@@ -146,11 +148,11 @@ func (reg *Registry) listen(c *call) {
 		ResourceSubscriptions []string `json:"resourceSubscriptions"`
 	}
 	if len(c.p.Notifications) > 0 && json.Unmarshal(c.p.Notifications, &req) != nil {
-		writeError(c.w, c.id, errInvalidParams("Invalid params: notifications must be an object of booleans"))
+		x.fail(errInvalidParams("Invalid params: notifications must be an object of booleans"))
 		return
 	}
 	subID := c.id
-	meta := map[string]any{metaSubscriptionID: subID}
+	meta := map[string]any{mcp.MetaSubscriptionID: subID}
 	agreed := map[string]any{}
 	if req.ToolsListChanged {
 		agreed["toolsListChanged"] = true
@@ -164,10 +166,11 @@ func (reg *Registry) listen(c *call) {
 	// Static resources never change content in place (a change is a new
 	// catalogue version, announced by resourcesListChanged), so
 	// per-resource subscriptions are not offered.
-	ch, cancel := reg.hub.subscribe(c.snap.slug)
+	ch, cancel := e.hub.subscribe(c.snap.slug)
 	defer cancel()
-	sse := newSSE(c.w)
-	if err := sse.send(notification{JSONRPC: "2.0", Method: "notifications/subscriptions/acknowledged",
+	sse := newSSE(x.w)
+	x.sse, x.round.Answered = sse, true
+	if err := sse.send(notification{JSONRPC: "2.0", Method: mcp.NotificationSubscriptionsAcknowledge,
 		Params: map[string]any{"notifications": agreed, "_meta": meta}}); err != nil {
 		return
 	}
@@ -175,7 +178,7 @@ func (reg *Registry) listen(c *call) {
 	defer keepAlive.Stop()
 	for {
 		select {
-		case <-c.ctx().Done():
+		case <-x.ctx.Done():
 			return
 		case <-keepAlive.C:
 			if sse.comment() != nil {
@@ -184,16 +187,16 @@ func (reg *Registry) listen(c *call) {
 		case ch, ok := <-ch:
 			if !ok {
 				// Shutting down: end the subscription gracefully.
-				_ = sse.send(response{JSONRPC: "2.0", ID: c.id, Result: map[string]any{"resultType": "complete", "_meta": meta}})
+				x.answer(completed(map[string]any{"resultType": mcp.ResultTypeComplete, "_meta": meta}))
 				return
 			}
 			for _, n := range []struct {
 				on     bool
 				method string
 			}{
-				{ch.tools && req.ToolsListChanged, "notifications/tools/list_changed"},
-				{ch.prompts && req.PromptsListChanged, "notifications/prompts/list_changed"},
-				{ch.resources && req.ResourcesListChanged, "notifications/resources/list_changed"},
+				{ch.tools && req.ToolsListChanged, mcp.NotificationToolsListChanged},
+				{ch.prompts && req.PromptsListChanged, mcp.NotificationPromptsListChanged},
+				{ch.resources && req.ResourcesListChanged, mcp.NotificationResourcesListChanged},
 			} {
 				if n.on {
 					if sse.send(notification{JSONRPC: "2.0", Method: n.method, Params: map[string]any{"_meta": meta}}) != nil {

@@ -3,6 +3,8 @@ package tenants
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -29,6 +31,9 @@ type snapshot struct {
 	origins     map[string]bool
 	// info is the serverInfo _meta every result carries; never mutated.
 	info map[string]any
+	// audience is the endpoint's canonical URL, which state (and tokens)
+	// are bound to; metadataURL is its protected-resource metadata.
+	audience, metadataURL string
 	// scopes are every scope the tenant advertises or a tool requires.
 	scopes []string
 
@@ -80,10 +85,11 @@ type templateEntry struct {
 	declared *mrtr.Inputs
 }
 
-// buildSnapshot indexes a catalogue read from the store. A definition that
-// no longer parses (written by a newer version, say) is skipped and
-// logged by the caller rather than taking the whole tenant down.
-func buildSnapshot(c *store.Catalogue) (*snapshot, []error) {
+// buildSnapshot indexes a catalogue read from the store, for a platform
+// of the given version at publicURL. A definition that no longer parses
+// (written by a newer version, say) is skipped and logged by the caller
+// rather than taking the whole tenant down.
+func buildSnapshot(c *store.Catalogue, version, publicURL string) (*snapshot, []error) {
 	s := &snapshot{
 		tenantID:    c.Tenant.ID,
 		slug:        c.Tenant.Slug,
@@ -100,6 +106,12 @@ func buildSnapshot(c *store.Catalogue) (*snapshot, []error) {
 	if s.settings, err = tenant.ParseSettings(c.Tenant.Settings); err != nil {
 		errs = append(errs, err)
 	}
+	base := strings.TrimSuffix(publicURL, "/")
+	s.audience = base + "/t/" + s.slug + "/mcp"
+	s.metadataURL = base + "/.well-known/oauth-protected-resource/t/" + s.slug + "/mcp"
+	s.info = map[string]any{mcp.MetaServerInfo: map[string]string{
+		"name": "opsmcp/" + s.slug, "title": s.displayName, "version": version,
+	}}
 	for _, o := range s.settings.AllowedOrigins {
 		s.origins[strings.TrimSuffix(o, "/")] = true
 	}
@@ -180,7 +192,7 @@ func buildSnapshot(c *store.Catalogue) (*snapshot, []error) {
 			s.scopes = append(s.scopes, sc)
 		}
 	}
-	for _, name := range sortedKeys(s.tools) {
+	for _, name := range slices.Sorted(maps.Keys(s.tools)) {
 		for _, sc := range s.tools[name].def.Scopes {
 			if !seen[sc] {
 				seen[sc] = true
@@ -204,15 +216,6 @@ func declaredInputs(raw json.RawMessage) (*mrtr.Inputs, error) {
 		return nil, err
 	}
 	return mrtr.CompileInputs(in)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func mustJSON(v any) json.RawMessage {

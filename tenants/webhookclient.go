@@ -77,7 +77,7 @@ func blocked(ip netip.Addr) bool {
 	return false
 }
 
-func newWebhookClient(allowPrivate bool, maxResponse int64) *webhookClient {
+func newWebhookClient(allowPrivate bool, maxResponse int64, tel *telemetry.Telemetry) *webhookClient {
 	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	if !allowPrivate {
 		// The check runs on the address actually dialled, after DNS
@@ -114,6 +114,7 @@ func newWebhookClient(allowPrivate bool, maxResponse int64) *webhookClient {
 		},
 		maxResponse: maxResponse,
 		now:         time.Now,
+		tel:         tel,
 	}
 }
 
@@ -124,11 +125,10 @@ type streamSink interface {
 }
 
 // deliver POSTs req to url, signed with secret, within timeout, and
-// returns the backend's response. Every failure is a *WebhookError. The
-// delivery is a CLIENT span whose context the backend receives (in the
-// trace header and req.Trace), and a duration in the webhook metrics.
-func (c *webhookClient) deliver(ctx context.Context, tenant, url, secret string, timeout time.Duration, req *webhook.Request, sink streamSink) (*webhook.Response, error) {
-	start := time.Now()
+// returns the backend's response and its HTTP status (0 when none came).
+// Every failure is a *WebhookError. The delivery is a CLIENT span whose
+// context the backend receives (in the trace header and req.Trace).
+func (c *webhookClient) deliver(ctx context.Context, url, secret string, timeout time.Duration, req *webhook.Request, sink streamSink) (*webhook.Response, int, error) {
 	var span trace.Span
 	if c.tel.Tracing() {
 		ctx, span = c.tel.Tracer().Start(ctx, c.spanName(req.Kind, req.Name), clientKind)
@@ -140,14 +140,6 @@ func (c *webhookClient) deliver(ctx context.Context, tenant, url, secret string,
 	}
 	var status int
 	resp, err := c.post(ctx, url, secret, timeout, req, sink, &status)
-	outcome := ""
-	var we *WebhookError
-	if errors.As(err, &we) {
-		outcome = we.Class
-	} else if resp != nil {
-		outcome = resp.Type
-	}
-	c.tel.Metrics().Webhook(ctx, tenant, req.Kind, outcome, err != nil, time.Since(start))
 	if span.IsRecording() {
 		// Set once, at the end (the span sizes its storage once). Tenant,
 		// flow, round and target are on the parent span, kind and target
@@ -159,15 +151,16 @@ func (c *webhookClient) deliver(ctx context.Context, tenant, url, secret string,
 		if status != 0 {
 			end = append(end, telemetry.AttrHTTPStatus.Int(status))
 		}
-		if err != nil {
-			end = append(end, telemetry.AttrErrorType.String(outcome))
-			span.SetStatus(codes.Error, outcome)
+		var we *WebhookError
+		if errors.As(err, &we) {
+			end = append(end, telemetry.AttrErrorType.String(we.Class))
+			span.SetStatus(codes.Error, we.Class)
 		}
 		span.SetAttributes(end...)
 		putAttrs(buf, end)
 		span.End()
 	}
-	return resp, err
+	return resp, status, err
 }
 
 // spanName is "webhook {kind} {target}", built once per target.

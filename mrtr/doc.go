@@ -1,0 +1,16 @@
+// Package mrtr implements multi round-trip requests (MCP 2026-07-28):
+// the wire types of InputRequiredResult and its responses, sealed request
+// state bound to its request, declared inputs resolved across rounds, and
+// the client-side retry driver.
+//
+// The parts, by file: wire.go (the wire types), capabilities.go (what a
+// client declared and what an input request needs of it), codec.go (the
+// AES-256-GCM key ring and token encoding), state.go (claims, sealing and
+// the verification order), jcs.go (canonical arguments digests),
+// flowid.go (flow ids), resolve*.go (declared inputs: declaration,
+// compilation, rendering and pinning of questions, the record carried
+// across rounds), driver.go (the client's retry loop).
+//
+// It depends on nothing platform-specific (only on package mcp, the
+// protocol's own values), so it could be published with it.
+package mrtr
