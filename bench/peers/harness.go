@@ -29,8 +29,9 @@ const (
 
 var allTargets = []string{targetPublic, targetBearer, targetSDK, targetEcho}
 
-// pprofEnv gives cmd/platform-pprof the loopback address of its pprof
-// listener (that command reads the same name).
+// pprofEnv gives cmd/platform-pprof, and the harness's own server roles,
+// the loopback address of their pprof listener (that command reads the
+// same name).
 const pprofEnv = "PEERS_PPROF_LISTEN"
 
 // notes say what each target runs.
@@ -48,7 +49,9 @@ type target struct {
 	// The processes whose CPU is read: the server and, for the
 	// platform, the webhook backend.
 	serverPID, hookPID string
-	workers            []*worker
+	// pprofAddr serves the server's net/http/pprof, with -cpuprofile.
+	pprofAddr string
+	workers   []*worker
 }
 
 // worker is one of a target's concurrent clients.
@@ -62,13 +65,12 @@ type worker struct {
 
 // harness owns a run's processes and directory.
 type harness struct {
-	opts      options
-	dir       string
-	children  []*child
-	issuer    *issuer
-	targets   []*target
-	pprofAddr string
-	admin     *http.Client
+	opts     options
+	dir      string
+	children []*child
+	issuer   *issuer
+	targets  []*target
+	admin    *http.Client
 }
 
 // setup builds the platform, starts every process the selected targets
@@ -115,7 +117,7 @@ func setup(ctx context.Context, o options, progress io.Writer) (h *harness, err 
 				return h, err
 			}
 		}
-		base, plat, token, err := h.startPlatform(bin)
+		base, plat, pprofAddr, token, err := h.startPlatform(bin)
 		if err != nil {
 			return h, err
 		}
@@ -157,7 +159,7 @@ func setup(ctx context.Context, o options, progress io.Writer) (h *harness, err 
 			if _, err := hook.stdin.Write(append(line, '\n')); err != nil {
 				return h, fmt.Errorf("handing the webhook its secret: %w", err)
 			}
-			tg := &target{Name: t.name, url: url, serverPID: strconv.Itoa(plat.pid()), hookPID: strconv.Itoa(hook.pid())}
+			tg := &target{Name: t.name, url: url, serverPID: strconv.Itoa(plat.pid()), hookPID: strconv.Itoa(hook.pid()), pprofAddr: pprofAddr}
 			for i := range o.concurrency {
 				w := &worker{}
 				if t.name == targetBearer {
@@ -175,11 +177,19 @@ func setup(ctx context.Context, o options, progress io.Writer) (h *harness, err 
 		if !want[role] {
 			continue
 		}
-		c, addr, err := h.start(role, self, nil, roleEnvFor(role), true)
+		env := roleEnvFor(role)
+		var pprofAddr string
+		if o.cpuProfile != "" {
+			if pprofAddr, err = freePort(); err != nil {
+				return h, err
+			}
+			env = append(env, pprofEnv+"="+pprofAddr)
+		}
+		c, addr, err := h.start(role, self, nil, env, true)
 		if err != nil {
 			return h, err
 		}
-		tg := &target{Name: role, url: "http://" + addr + "/mcp", serverPID: strconv.Itoa(c.pid())}
+		tg := &target{Name: role, url: "http://" + addr + "/mcp", serverPID: strconv.Itoa(c.pid()), pprofAddr: pprofAddr}
 		for range o.concurrency {
 			tg.workers = append(tg.workers, &worker{})
 		}
@@ -214,13 +224,14 @@ func (h *harness) start(name, path string, args, env []string, readAddr bool) (*
 
 // startPlatform starts the platform binary on a free loopback port with
 // SQLite in the run's directory and telemetry off, and waits until it is
-// ready. It returns its base URL, the process and the admin token.
-func (h *harness) startPlatform(bin string) (string, *child, string, error) {
+// ready. It returns its base URL, the process, its pprof address (with
+// -cpuprofile) and the admin token.
+func (h *harness) startPlatform(bin string) (base string, c *child, pprofAddr, token string, err error) {
 	addr, err := freePort()
 	if err != nil {
-		return "", nil, "", err
+		return "", nil, "", "", err
 	}
-	token := randomToken()
+	token = randomToken()
 	env := []string{}
 	for _, kv := range os.Environ() {
 		// The developer's own platform and OpenTelemetry settings stay out.
@@ -239,27 +250,26 @@ func (h *harness) startPlatform(bin string) (string, *child, string, error) {
 		"PLATFORM_LOG_FORMAT=json",
 	)
 	if h.opts.cpuProfile != "" {
-		if h.pprofAddr, err = freePort(); err != nil {
-			return "", nil, "", err
+		if pprofAddr, err = freePort(); err != nil {
+			return "", nil, "", "", err
 		}
-		env = append(env, pprofEnv+"="+h.pprofAddr)
+		env = append(env, pprofEnv+"="+pprofAddr)
 	}
-	c, _, err := h.start("platform", bin, []string{"serve"}, env, false)
-	if err != nil {
-		return "", nil, "", err
+	if c, _, err = h.start("platform", bin, []string{"serve"}, env, false); err != nil {
+		return "", nil, "", "", err
 	}
-	base := "http://" + addr
+	base = "http://" + addr
 	deadline := time.Now().Add(time.Minute)
 	for {
 		resp, err := h.admin.Get(base + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return base, c, token, nil
+				return base, c, pprofAddr, token, nil
 			}
 		}
 		if !c.alive() || time.Now().After(deadline) {
-			return "", nil, "", fmt.Errorf("the platform did not become ready: %s", c.logTail())
+			return "", nil, "", "", fmt.Errorf("the platform did not become ready: %s", c.logTail())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -140,9 +140,9 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// profileTrial runs one more trial of t while the platform's pprof
+// profileTrial runs one more trial of t while its server's pprof
 // listener records a CPU profile of it, and writes the profile to path.
-func profileTrial(ctx context.Context, t *target, pprofAddr string, d time.Duration, path string) (trialResult, error) {
+func profileTrial(ctx context.Context, t *target, d time.Duration, path string) (trialResult, error) {
 	secs := max(1, int(d.Seconds()))
 	type got struct {
 		body []byte
@@ -150,7 +150,7 @@ func profileTrial(ctx context.Context, t *target, pprofAddr string, d time.Durat
 	}
 	done := make(chan got, 1)
 	go func() {
-		resp, err := (&http.Client{Transport: &http.Transport{Proxy: nil}}).Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprofAddr, secs))
+		resp, err := (&http.Client{Transport: &http.Transport{Proxy: nil}}).Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", t.pprofAddr, secs))
 		if err != nil {
 			done <- got{err: err}
 			return

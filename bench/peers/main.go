@@ -56,7 +56,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.concurrency, "c", 16, "concurrent flows (workers) per target")
 	targets := fs.String("targets", strings.Join(allTargets, ","), "targets to run, in this order")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON")
-	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "directory: run the platform as the pprof variant (bench/peers/cmd/platform-pprof) and, after the rounds, write a CPU profile of one more trial of each platform target there")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "directory: serve net/http/pprof from every server (the platform as the pprof variant, bench/peers/cmd/platform-pprof) and, after the rounds, write there a CPU profile of each target's server during one more trial")
 	fs.BoolVar(&o.keep, "keep", false, "keep the run's directory (the processes' logs, the database)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: ./scripts/bench-peers [flags]")
@@ -180,12 +180,9 @@ func measure(ctx context.Context, h *harness, m machine, progress io.Writer) (*r
 	}
 	if o.cpuProfile != "" {
 		for _, t := range h.targets {
-			if t.hookPID == "" {
-				continue
-			}
 			path := filepath.Join(o.cpuProfile, t.Name+".pprof")
 			fmt.Fprintf(progress, "profiling %s for %s into %s\n", t.Name, o.trial, path)
-			r, err := profileTrial(ctx, t, h.pprofAddr, o.trial, path)
+			r, err := profileTrial(ctx, t, o.trial, path)
 			if err != nil {
 				return nil, fmt.Errorf("profiling %s: %w", t.Name, err)
 			}

@@ -145,7 +145,7 @@ func (r *report) writeText(w io.Writer) {
 	fmt.Fprintf(w, "date %s · nproc %d · %s · Linux %s · %s · platform %s\n", m.Date, m.CPUs, m.CPUModel, m.Kernel, m.Go, m.Commit)
 	fmt.Fprintf(w, "load average before %s, after %s\n", m.LoadBefore, m.LoadAfter)
 	if r.Profiled {
-		fmt.Fprintln(w, "NOTE: -cpuprofile: the platform ran as the pprof variant (cmd/platform-pprof: the same server package, net/http/pprof on another port)")
+		fmt.Fprintln(w, "NOTE: -cpuprofile: every server served net/http/pprof on another port, the platform as the pprof variant (cmd/platform-pprof: the same server package)")
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

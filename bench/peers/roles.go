@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"sync"
 	"time"
@@ -54,6 +55,14 @@ func runRole(role string) int {
 		return 1
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	if addr := os.Getenv(pprofEnv); addr != "" {
+		stop, err := servePprof(addr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "peers:", err)
+			return 1
+		}
+		defer stop()
+	}
 	fmt.Println(ln.Addr().String())
 	go func() {
 		sc := bufio.NewScanner(os.Stdin)
@@ -71,6 +80,19 @@ func runRole(role string) int {
 		return 1
 	}
 	return 0
+}
+
+// servePprof serves net/http/pprof's CPU profile on addr (-cpuprofile).
+func servePprof(addr string) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("pprof listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return func() { _ = srv.Close() }, nil
 }
 
 // echoState is the bare echo's requestState: fixed and opaque.
