@@ -114,6 +114,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := bench(ctx, o, stderr)
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "bench-peers: interrupted")
+		return 1
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "bench-peers:", err)
 		return 1

@@ -37,8 +37,10 @@ func startChild(name, dir, path string, args, env []string, readAddr bool) (*chi
 	cmd := exec.Command(path, args...)
 	cmd.Env = env
 	cmd.Stderr = logf
-	// Dies with the harness even if the harness is killed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// Dies with the harness even if the harness is killed, and in a
+	// process group of its own, so that a Ctrl-C reaches only the
+	// harness, which then stops it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, "", err
