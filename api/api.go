@@ -18,7 +18,6 @@ import (
 
 	"github.com/opsmcp/platform/auth"
 	"github.com/opsmcp/platform/store"
-	"github.com/opsmcp/platform/tenants"
 )
 
 // Admin is an authenticated caller of the admin API.
@@ -83,15 +82,13 @@ type Options struct {
 	// tenant or its catalogue, so this replica serves its own writes at
 	// once (other replicas notice on their next refresh).
 	Changed func(ctx context.Context, slug string)
-	// Flows cancels in-flight flows; nil disables the flows routes.
-	Flows FlowCanceller
+	// Flows cancels flows and follows their changes; nil disables
+	// cancelling and the live stream (the record is still readable).
+	Flows FlowActions
+	// TraceURL links trace ids to a tracing backend ({traceId}, {spanId}).
+	TraceURL string
 	// Keys manages per-tenant key rings; nil disables the keys routes.
 	Keys KeyAdmin
-}
-
-// FlowCanceller cancels a tenant's in-flight flow.
-type FlowCanceller interface {
-	CancelFlow(ctx context.Context, slug, flowID string) error
 }
 
 // Server is the admin API.
@@ -120,7 +117,7 @@ func Register(r gin.IRouter, opts Options) *Server {
 	v1.GET("/tenants/:slug", s.getTenant)
 	v1.PATCH("/tenants/:slug", s.patchTenant)
 	v1.DELETE("/tenants/:slug", s.deleteTenant)
-	v1.POST("/tenants/:slug/flows/:flow/cancel", s.cancelFlow)
+	s.registerFlows(v1)
 	s.registerKeys(v1)
 	for _, k := range kinds {
 		k.register(s, v1.Group("/tenants/:slug/"+k.path()))
@@ -222,28 +219,4 @@ func page(c *gin.Context) (after string, limit int, p *Problem) {
 type listResponse[T any] struct {
 	Items      []T    `json:"items"`
 	NextCursor string `json:"nextCursor,omitempty"`
-}
-
-// cancelFlow revokes an in-flight flow: its next round is refused.
-func (s *Server) cancelFlow(c *gin.Context) {
-	if s.opts.Flows == nil {
-		writeProblem(c, probNotFound.with("flow cancellation is not available on this server"))
-		return
-	}
-	err := s.opts.Flows.CancelFlow(c.Request.Context(), c.Param("slug"), c.Param("flow"))
-	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			s.storeProblem(c, err)
-			return
-		}
-		if errors.Is(err, tenants.ErrBadFlowID) {
-			writeProblem(c, probValidation.with("the flow id is not valid",
-				FieldError{Field: "flow", Message: "must be a flow id as reported in a webhook delivery, like fl_…"}))
-			return
-		}
-		s.storeProblem(c, err)
-		return
-	}
-	s.log.Info("flow cancelled", "tenant", c.Param("slug"), "flow", c.Param("flow"), "admin", adminOf(c))
-	c.Status(http.StatusNoContent)
 }

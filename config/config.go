@@ -44,6 +44,7 @@ type Config struct {
 	AdminRolesClaim      string
 	AdminSessionKey      string
 	Keys                 KeysConfig
+	Flows                FlowsConfig
 }
 
 // EnvName is the environment variable for a flag name:
@@ -80,6 +81,7 @@ func Flags(fs *flag.FlagSet) *Config {
 	fs.StringVar(&c.AdminRolesClaim, "admin-roles-claim", "roles", "ID-token claim listing an admin's roles: platform-admin, viewer, tenant-admin:<slug>")
 	fs.StringVar(&c.AdminSessionKey, "admin-session-key", "", "base64 key (≥32 bytes) signing admin session cookies; share it across replicas (default: random per process)")
 	keysFlags(fs, &c.Keys)
+	flowsFlags(fs, &c.Flows)
 	return c
 }
 
@@ -200,6 +202,7 @@ func (c *Config) validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.Keys.validate()...)
+	errs = append(errs, c.Flows.validate()...)
 	return errors.Join(errs...)
 }
 

@@ -64,6 +64,13 @@ const (
 // principal, so it is safe to log. Callers branch with errors.As.
 type Rejection struct {
 	Reason string
+	// FlowID and Round are the flow and round of a state that opened
+	// (authenticated under a ring key and sealed for the same tenant) but
+	// failed a later check: expired, bound to another request or
+	// principal, revoked. Empty for a state that did not open, whose
+	// contents cannot be trusted.
+	FlowID string
+	Round  int
 	cause  error
 }
 

@@ -314,47 +314,58 @@ func (s *Sealer) Open(ctx context.Context, token string, b Binding) (*Claims, er
 	}
 	c.KeyID = keyID
 
+	if r := s.check(ctx, c, b, keyID, p); r != nil {
+		if c.Tenant == b.Tenant {
+			r.FlowID, r.Round = c.FlowID, c.Round
+		}
+		return nil, r
+	}
+	return c, nil
+}
+
+// check applies every check after authentication, in the fixed order.
+func (s *Sealer) check(ctx context.Context, c *Claims, b Binding, keyID string, p Policy) *Rejection {
 	now := s.now().UnixMilli()
 	iat, exp := c.IssuedAt.UnixMilli(), c.Expiry.UnixMilli()
 	if !(iat <= now+p.Skew.Milliseconds()) {
-		return nil, reject(ReasonFuture)
+		return reject(ReasonFuture)
 	}
 	if !(now < exp) {
-		return nil, reject(ReasonExpired)
+		return reject(ReasonExpired)
 	}
 	// iat <= now+skew and exp > now hold here, so neither sum can overflow.
 	if !(iat < exp && exp <= iat+p.TTL.Milliseconds()) {
-		return nil, reject(ReasonLifetime)
+		return reject(ReasonLifetime)
 	}
 	if c.Tenant != b.Tenant {
-		return nil, reject(ReasonTenant)
+		return reject(ReasonTenant)
 	}
 	if c.Audience != b.Audience {
-		return nil, reject(ReasonAudience)
+		return reject(ReasonAudience)
 	}
 	if args := argsDigest(b.Args); c.Method != b.Method || c.Target != b.Target || c.Args != string(args[:]) {
-		return nil, reject(ReasonBinding)
+		return reject(ReasonBinding)
 	}
 	if (c.Principal == "") != (b.Principal == "") {
-		return nil, reject(ReasonPrincipalDrift)
+		return reject(ReasonPrincipalDrift)
 	}
 	if b.Principal != "" {
 		salt, mac, ok := decodePrincipalClaim(c.Principal)
 		if !ok {
-			return nil, reject(ReasonPrincipal)
+			return reject(ReasonPrincipal)
 		}
 		want, ok := s.principalMAC(keyID, salt, b.Principal)
 		if !ok {
-			return nil, reject(ReasonInternal)
+			return reject(ReasonInternal)
 		}
 		if !hmac.Equal(mac[:], want[:]) {
-			return nil, reject(ReasonPrincipal)
+			return reject(ReasonPrincipal)
 		}
 	}
 	if s.Revoked != nil && c.FlowID != "" && s.Revoked(ctx, c.FlowID) {
-		return nil, reject(ReasonRevoked)
+		return reject(ReasonRevoked)
 	}
-	return c, nil
+	return nil
 }
 
 // TokenFromJSON reads the requestState member of request params as it

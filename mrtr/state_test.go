@@ -791,3 +791,43 @@ func BenchmarkSealThenOpen(b *testing.B) {
 		}
 	}
 }
+
+func TestARejectionNamesTheFlowOnlyWhenTheStateOpenedForTheTenant(t *testing.T) {
+	s, clk := newSealer(t)
+	b := deployBinding()
+	tok := seal(t, s, b, &Claims{FlowID: "flow-7", Round: 3})
+	rejection := func(tok string, b Binding) *Rejection {
+		t.Helper()
+		var r *Rejection
+		if err := open(s, tok, b); !errors.As(err, &r) {
+			t.Fatalf("open: %v, want a rejection", err)
+		}
+		return r
+	}
+	other := b
+	other.Args = json.RawMessage(`{"env":"prod","replicas":4}`)
+	bob := b
+	bob.Principal = `["https://as.example","bob","client-123"]`
+	for name, r := range map[string]*Rejection{
+		"binding":   rejection(tok, other),
+		"principal": rejection(tok, bob),
+	} {
+		if r.FlowID != "flow-7" || r.Round != 3 {
+			t.Errorf("%s rejection names flow %q round %d, want flow-7 round 3", name, r.FlowID, r.Round)
+		}
+	}
+	// Sealed for another tenant: the flow is not this tenant's to name.
+	foreign := b
+	foreign.Tenant = "globex"
+	if r := rejection(tok, foreign); r.Reason != ReasonTenant || r.FlowID != "" {
+		t.Errorf("foreign tenant: reason %q, flow %q; want tenant and no flow", r.Reason, r.FlowID)
+	}
+	// A state that does not open names nothing.
+	if r := rejection(tok[:len(tok)-2]+"AA", b); r.FlowID != "" {
+		t.Errorf("tampered state names flow %q", r.FlowID)
+	}
+	clk.Advance(DefaultTTL + time.Second)
+	if r := rejection(tok, b); r.Reason != ReasonExpired || r.FlowID != "flow-7" {
+		t.Errorf("expired: reason %q, flow %q; want expired and flow-7", r.Reason, r.FlowID)
+	}
+}

@@ -36,6 +36,7 @@ type Server struct {
 	keys     *keys.Manager
 	handler  http.Handler
 	tel      *telemetry.Telemetry
+	flows    *flowRecord
 	ownTel   bool   // built here from the environment, so flushed by Close
 	unreport func() // stops the key ring gauges reading s.keys
 }
@@ -150,15 +151,19 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		}
 		topts.Telemetry = tel
 	}
+	fl := startFlows(ctx, cfg, st, log, tel)
+	topts.Sinks = append(topts.Sinks, fl.recorder)
 	reg, err := tenants.New(ctx, topts)
 	if err != nil {
+		fl.close()
 		if ownTel {
 			_ = tel.Shutdown(ctx)
 		}
 		st.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, store: st, endpoint: reg, tel: tel, ownTel: ownTel}
+	fl.service.Revoker = reg
+	s := &Server{cfg: cfg, log: log, store: st, endpoint: reg, tel: tel, ownTel: ownTel, flows: fl}
 	s.keys = km
 	if cfg.BootstrapToken == "" && cfg.AdminIssuer == "" {
 		log.Warn("no admin credential configured: the admin API refuses every request (set PLATFORM_ADMIN_ISSUER or, for a first start, PLATFORM_BOOTSTRAP_TOKEN)")
@@ -170,6 +175,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	signer, login, err := adminLogin(cfg, log)
 	if err != nil {
 		reg.Close()
+		fl.close()
 		st.Close()
 		return nil, err
 	}
@@ -189,7 +195,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		PublicURL:    cfg.PublicURL,
 		Logger:       log,
 		Changed:      reg.Invalidate,
-		Flows:        reg,
+		Flows:        fl.service,
+		TraceURL:     cfg.Flows.TraceURL,
 		Keys:         keyAdmin(km),
 	})
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
@@ -322,6 +329,7 @@ func metricsAuth(token string, h http.Handler) gin.HandlerFunc {
 // the last metric export; at most five seconds) and closes the database.
 func (s *Server) Close() error {
 	s.endpoint.Close()
+	s.flows.close()
 	if s.unreport != nil {
 		s.unreport()
 	}
@@ -357,6 +365,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	s.endpoint.Close() // ends long-lived subscription streams so they drain
+	s.flows.stop()     // and the admin API's live flow streams
 	err := hs.Shutdown(sctx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("shutdown: requests still running after %s", s.cfg.ShutdownTimeout)

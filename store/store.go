@@ -45,6 +45,7 @@ type Store struct {
 	db      *gorm.DB
 	dialect Dialect
 	box     *SecretBox // seals webhook secrets at rest; nil: plaintext
+	url     string     // the PostgreSQL URL, for listening connections
 }
 
 // DefaultURL is the embedded SQLite database used when none is configured.
@@ -98,6 +99,9 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 		return nil, fmt.Errorf("open %s database: %w", dialect, err)
 	}
 	s := &Store{db: db, dialect: dialect}
+	if dialect == Postgres {
+		s.url = rawURL
+	}
 	if err := s.Ping(ctx); err != nil {
 		s.Close()
 		return nil, err

@@ -51,6 +51,7 @@ type Metrics struct {
 	keyRingAge        metric.Float64ObservableGauge
 	keyPhase          metric.Int64ObservableGauge
 	keyCount          metric.Int64ObservableGauge
+	flows             flowInstruments
 }
 
 func newMetrics(m metric.Meter) (*Metrics, error) {
@@ -95,6 +96,9 @@ func newMetrics(m metric.Meter) (*Metrics, error) {
 	}
 	if out.keyCount, err = m.Int64ObservableGauge(MetricKeyRingKeys, metric.WithUnit("{key}"),
 		metric.WithDescription("Keys in the tenant's key ring (one minting, the rest verify only).")); err != nil {
+		return nil, err
+	}
+	if out.flows, err = newFlowInstruments(m); err != nil {
 		return nil, err
 	}
 	return out, nil

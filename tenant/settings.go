@@ -34,6 +34,11 @@ type Settings struct {
 	// (gen_ai.tool.call.arguments and .result, 8 KiB each at most). Off by
 	// default: they may hold personal data.
 	TraceContent bool `json:"traceContent,omitempty"`
+	// RecordAnswers keeps the content of the client's answers in the flow
+	// record (admins see what users answered). Off by default: answers
+	// may hold personal data, and without it the record keeps only the
+	// questions asked.
+	RecordAnswers bool `json:"recordAnswers,omitempty"`
 	// Auth is who may call: public, or bearer tokens from trusted issuers.
 	// The zero value trusts nobody, so a new tenant fails closed until it
 	// names an issuer or is made explicitly public.

@@ -126,6 +126,7 @@ func New(ctx context.Context, opts Options) (*Endpoint, error) {
 		log:      log,
 	}
 	e.sinks = append(sinks{e.tel}, opts.Sinks...)
+	e.flows.running = e.sinks.running
 	if u, err := url.Parse(opts.PublicURL); err == nil {
 		e.publicHost = u.Host
 	}

@@ -30,6 +30,8 @@ type flowEngine struct {
 	sealing  *sealing
 	webhooks *webhookClient
 	log      *slog.Logger
+	// running is told when a round of a flow calls the webhook.
+	running func(ctx context.Context, rd *Round)
 }
 
 // events receives what happens while a round calls the webhook; the
@@ -62,6 +64,9 @@ type platformState struct {
 	// Served is the milliseconds the platform spent on the flow's rounds
 	// so far, so the flow span can tell server time from client wait.
 	Served int64 `json:"t,omitempty"`
+	// Ended is when the round that sealed this state answered (Unix
+	// milliseconds), so the next round knows how long the client took.
+	Ended int64 `json:"e,omitempty"`
 }
 
 // run serves one round of a carrier request:
@@ -178,6 +183,9 @@ func (f *flowEngine) open(ctx context.Context, sealer *roundSealer, c *call, b m
 	if err != nil {
 		return reject(rejectionReason(err))
 	}
+	if c.snap.settings.RecordAnswers {
+		rd.Answers, _ = parseResponses(c.p.InputResponses)
+	}
 	s, err := sealer.get(ctx)
 	if err != nil {
 		// No usable key ring: fail closed, with the one frozen answer.
@@ -186,6 +194,11 @@ func (f *flowEngine) open(ctx context.Context, sealer *roundSealer, c *call, b m
 	}
 	claims, err := s.Open(ctx, tok, b)
 	if err != nil {
+		// A state that opened but failed a check names its flow: the
+		// record shows the refused round on it.
+		if rej, ok := errors.AsType[*mrtr.Rejection](err); ok && rej.FlowID != "" {
+			rd.FlowID, rd.Number = rej.FlowID, rej.Round+1
+		}
 		return reject(rejectionReason(err))
 	}
 	fl := &flow{
@@ -201,6 +214,9 @@ func (f *flowEngine) open(ctx context.Context, sealer *roundSealer, c *call, b m
 	}
 	fl.served = time.Duration(fl.state.Served) * time.Millisecond
 	rd.FlowID, rd.Number, rd.FlowStart, rd.Served = fl.id, fl.number, fl.start, fl.served
+	if fl.state.Ended > 0 {
+		rd.PreviousEnded = time.UnixMilli(fl.state.Ended)
+	}
 	rd.StateIn = StateCheck{Outcome: StateVerified, KeyID: claims.KeyID, Parent: claims.Parent}
 	return fl, answer{}
 }
@@ -242,7 +258,9 @@ func (f *flowEngine) ask(ctx context.Context, sealer *roundSealer, c *call, b mr
 
 // seal mints the requestState of the round after this one.
 func (f *flowEngine) seal(ctx context.Context, sealer *roundSealer, b mrtr.Binding, rd *Round, fl *flow) (string, *mrtr.Claims, error) {
-	fl.state.Served = (fl.served + time.Since(rd.Arrived)).Milliseconds()
+	now := time.Now()
+	fl.state.Served = (fl.served + now.Sub(rd.Arrived)).Milliseconds()
+	fl.state.Ended = now.UnixMilli()
 	state, err := json.Marshal(fl.state)
 	if err != nil {
 		return "", nil, err
@@ -294,6 +312,9 @@ func (f *flowEngine) deliver(ctx context.Context, c *call, t *target, fl *flow, 
 	}
 	if t.kind == webhook.KindResource {
 		req.URI = c.uri
+	}
+	if f.running != nil {
+		f.running(ctx, rd)
 	}
 	start := time.Now()
 	resp, status, err := f.webhooks.deliver(ctx, t.handler.URL, t.secret,

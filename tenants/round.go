@@ -8,6 +8,7 @@ import (
 	"github.com/opsmcp/platform/auth"
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Round is the facts of one MCP request as an endpoint served it: filled
@@ -61,9 +62,11 @@ type Round struct {
 	// n+1 for the retry of round n.
 	Number int
 	// FlowStart is when the flow's first round arrived; Served the server
-	// time of the flow's earlier rounds.
-	FlowStart time.Time
-	Served    time.Duration
+	// time of the flow's earlier rounds; PreviousEnded when the round
+	// before this one answered (zero for round 1).
+	FlowStart     time.Time
+	Served        time.Duration
+	PreviousEnded time.Time
 
 	// StateIn is what became of the inbound requestState.
 	StateIn StateCheck
@@ -91,6 +94,9 @@ type Round struct {
 	// Content is set only for tenants that opted into content recording
 	// (settings.traceContent): the tool arguments and the complete result.
 	Content *RoundContent
+	// Answers are the client's inputResponses as sent, set only for
+	// tenants that opted into recording them (settings.recordAnswers).
+	Answers map[string]json.RawMessage
 
 	// names of the request and flow spans, from the catalogue snapshot
 	// (only registered targets name spans).
@@ -158,6 +164,15 @@ type RoundContent struct {
 	Result    any
 }
 
+// SpanContext is the span of the request's round (invalid when it was
+// not traced).
+func (r *Round) SpanContext() trace.SpanContext {
+	if r.trace.span == nil {
+		return trace.SpanContext{}
+	}
+	return r.trace.span.SpanContext()
+}
+
 // InFlow reports whether r is a round of a multi-round flow: it
 // continued a verified state or asked for input. A call answered in one
 // round with no state in or out is in no flow.
@@ -180,11 +195,30 @@ type RoundSink interface {
 	Round(ctx context.Context, r *Round)
 }
 
+// A RunningSink is also told when a round of a multi-round flow (round
+// 2 or later) is about to call the webhook, so a live view can show the
+// flow running. It must not block.
+type RunningSink interface {
+	Running(ctx context.Context, r *Round)
+}
+
 // sinks fans a round out to several sinks.
 type sinks []RoundSink
 
 func (s sinks) Round(ctx context.Context, r *Round) {
 	for _, k := range s {
 		k.Round(ctx, r)
+	}
+}
+
+// running tells the sinks that care that r is calling the webhook.
+func (s sinks) running(ctx context.Context, r *Round) {
+	if r.Number < 2 {
+		return
+	}
+	for _, k := range s {
+		if rs, ok := k.(RunningSink); ok {
+			rs.Running(ctx, r)
+		}
 	}
 }

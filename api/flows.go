@@ -1,0 +1,587 @@
+package api
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/opsmcp/platform/store"
+)
+
+// FlowActions cancels flows and follows their changes (package flows);
+// reading the record goes straight to the store.
+type FlowActions interface {
+	// Cancel revokes flows and marks them cancelled, reporting how many.
+	Cancel(ctx context.Context, flows []store.Flow, reason, by string) (int, error)
+	// Watch follows the changes of the flows visible selects, after
+	// change after.
+	Watch(ctx context.Context, after int64, visible func(tenantID string) bool) (<-chan store.FlowChange, error)
+}
+
+func (s *Server) registerFlows(v1 gin.IRouter) {
+	v1.GET("/flows", s.listFlows)
+	v1.GET("/flows/stream", s.streamFlows)
+	v1.POST("/flows/cancel", s.cancelFlows)
+	v1.GET("/tenants/:slug/flows", s.listFlows)
+	v1.GET("/tenants/:slug/flows/:flow", s.getFlow)
+	v1.POST("/tenants/:slug/flows/:flow/cancel", s.cancelFlow)
+}
+
+// flowView is a flow as the API shows it.
+type flowView struct {
+	ID             string         `json:"id"`
+	Tenant         string         `json:"tenant"`
+	Method         string         `json:"method"`
+	Target         string         `json:"target"`
+	State          string         `json:"state"`
+	Rounds         int            `json:"rounds"`
+	Principal      *principalView `json:"principal,omitempty"`
+	Client         *clientView    `json:"client,omitempty"`
+	Era            string         `json:"era"`
+	PendingKinds   []string       `json:"pendingKinds"`
+	KeyID          string         `json:"keyId,omitempty"`
+	Replica        string         `json:"replica,omitempty"`
+	TraceID        string         `json:"traceId,omitempty"`
+	TraceURL       string         `json:"traceUrl,omitempty"`
+	Detail         string         `json:"detail,omitempty"`
+	StartedAt      time.Time      `json:"startedAt"`
+	UpdatedAt      time.Time      `json:"updatedAt"`
+	WaitingSince   *time.Time     `json:"waitingSince,omitempty"`
+	StateExpiresAt *time.Time     `json:"stateExpiresAt,omitempty"`
+	ServerMS       int64          `json:"serverMs"`
+	ClientWaitMS   int64          `json:"clientWaitMs"`
+	CancelReason   string         `json:"cancelReason,omitempty"`
+	CancelledBy    string         `json:"cancelledBy,omitempty"`
+}
+
+type principalView struct {
+	Issuer  string `json:"issuer,omitempty"`
+	Subject string `json:"subject,omitempty"`
+	Client  string `json:"client,omitempty"`
+}
+
+type clientView struct {
+	Name    string `json:"name,omitempty"`
+	Version string `json:"version,omitempty"`
+}
+
+// roundView is a recorded round as the API shows it.
+type roundView struct {
+	N              int             `json:"n"`
+	ArrivedAt      time.Time       `json:"arrivedAt"`
+	EndedAt        time.Time       `json:"endedAt"`
+	ServerMS       float64         `json:"serverMs"`
+	ClientWaitMS   float64         `json:"clientWaitMs"`
+	ResultType     string          `json:"resultType,omitempty"`
+	ErrorClass     string          `json:"errorClass,omitempty"`
+	StateIn        string          `json:"stateIn,omitempty"`
+	KeyIn          string          `json:"keyIn,omitempty"`
+	KeyOut         string          `json:"keyOut,omitempty"`
+	StateExpiresAt *time.Time      `json:"stateExpiresAt,omitempty"`
+	Asked          json.RawMessage `json:"asked,omitempty"`
+	Answers        json.RawMessage `json:"answers,omitempty"`
+	Webhook        json.RawMessage `json:"webhook,omitempty"`
+	Principal      json.RawMessage `json:"principal,omitempty"`
+	Client         json.RawMessage `json:"client,omitempty"`
+	Replica        string          `json:"replica,omitempty"`
+	TraceID        string          `json:"traceId,omitempty"`
+	SpanID         string          `json:"spanId,omitempty"`
+	TraceURL       string          `json:"traceUrl,omitempty"`
+}
+
+func (s *Server) viewFlow(f *store.Flow) flowView {
+	v := flowView{
+		ID: f.ID, Tenant: f.TenantSlug, Method: f.Method, Target: f.Target, State: f.State, Rounds: f.Rounds,
+		Era: f.Era, PendingKinds: []string{}, KeyID: f.KeyID, Replica: f.Replica, TraceID: f.TraceID,
+		TraceURL: s.traceURL(f.TraceID, ""), Detail: f.Detail, StartedAt: f.StartedAt.UTC(), UpdatedAt: f.UpdatedAt.UTC(),
+		WaitingSince: f.WaitingSince, StateExpiresAt: f.StateExpiresAt, ServerMS: f.ServerMS, ClientWaitMS: f.ClientWaitMS,
+		CancelReason: f.CancelReason, CancelledBy: f.CancelledBy,
+	}
+	if f.PendingKinds != "" {
+		v.PendingKinds = strings.Split(f.PendingKinds, ",")
+	}
+	if f.PrincipalIssuer != "" || f.PrincipalSubject != "" || f.PrincipalClient != "" {
+		v.Principal = &principalView{f.PrincipalIssuer, f.PrincipalSubject, f.PrincipalClient}
+	}
+	if f.ClientName != "" || f.ClientVersion != "" {
+		v.Client = &clientView{f.ClientName, f.ClientVersion}
+	}
+	return v
+}
+
+func (s *Server) viewRound(r *store.FlowRound) roundView {
+	raw := func(s string) json.RawMessage {
+		if s == "" {
+			return nil
+		}
+		return json.RawMessage(s)
+	}
+	return roundView{
+		N: r.N, ArrivedAt: r.ArrivedAt.UTC(), EndedAt: r.EndedAt.UTC(),
+		ServerMS: float64(r.ServerUS) / 1000, ClientWaitMS: float64(r.ClientWaitUS) / 1000,
+		ResultType: r.ResultType, ErrorClass: r.ErrorClass, StateIn: r.StateIn, KeyIn: r.KeyIn, KeyOut: r.KeyOut,
+		StateExpiresAt: r.StateExpiresAt, Asked: raw(r.Asked), Answers: raw(r.Answers), Webhook: raw(r.Webhook),
+		Principal: raw(r.Principal), Client: raw(r.Client), Replica: r.Replica, TraceID: r.TraceID, SpanID: r.SpanID,
+		TraceURL: s.traceURL(r.TraceID, r.SpanID),
+	}
+}
+
+// traceURL fills the configured trace link template.
+func (s *Server) traceURL(traceID, spanID string) string {
+	if s.opts.TraceURL == "" || traceID == "" {
+		return ""
+	}
+	return strings.NewReplacer("{traceId}", traceID, "{spanId}", spanID).Replace(s.opts.TraceURL)
+}
+
+// visibleTenants resolves the tenants the caller may see to their ids:
+// nil for every tenant (platform admins and viewers).
+func (s *Server) visibleTenants(c *gin.Context) ([]string, error) {
+	a := c.MustGet("admin").(*Admin)
+	if a.Role != RoleTenantAdmin {
+		return nil, nil
+	}
+	ids := []string{}
+	for _, slug := range a.Tenants {
+		t, err := s.opts.Store.GetTenant(c.Request.Context(), slug)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, t.ID)
+	}
+	return ids, nil
+}
+
+// flowFilter reads a flow selection from query parameters (or, for a
+// bulk cancel, the same names in a JSON object), limited to the tenants
+// the caller may see.
+func (s *Server) flowFilter(c *gin.Context, get func(string) string) (store.FlowFilter, *Problem) {
+	var f store.FlowFilter
+	var errs []FieldError
+	visible, err := s.visibleTenants(c)
+	if err != nil {
+		return f, probInternal.with("the request could not be completed")
+	}
+	f.TenantIDs = visible
+	slug := c.Param("slug")
+	if slug == "" {
+		slug = get("tenant")
+	}
+	if slug != "" {
+		t, err := s.opts.Store.GetTenant(c.Request.Context(), slug)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			f.TenantIDs = []string{}
+		case err != nil:
+			return f, probInternal.with("the request could not be completed")
+		case visible == nil || slices.Contains(visible, t.ID):
+			f.TenantIDs = []string{t.ID}
+		default:
+			f.TenantIDs = []string{}
+		}
+	}
+	if v := get("state"); v != "" {
+		for _, st := range strings.Split(v, ",") {
+			if !slices.Contains(store.FlowStates, st) {
+				errs = append(errs, FieldError{"state", fmt.Sprintf("%q is not a flow state (%s)", st, strings.Join(store.FlowStates, ", "))})
+				continue
+			}
+			f.States = append(f.States, st)
+		}
+	}
+	f.Target, f.Method = get("target"), get("method")
+	f.Subject, f.Issuer, f.Client, f.KeyID = get("subject"), get("issuer"), get("client"), get("key")
+	if v := get("waitingLongerThan"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, FieldError{"waitingLongerThan", "must be a positive duration like 30s or 5m"})
+		}
+		f.WaitingLonger = d
+	}
+	if v := get("minRounds"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1_000_000 {
+			errs = append(errs, FieldError{"minRounds", "must be a positive integer"})
+		}
+		f.MinRounds = n
+	}
+	for _, p := range []struct {
+		name string
+		to   *time.Time
+	}{{"since", &f.Since}, {"until", &f.Until}} {
+		if v := get(p.name); v != "" {
+			t, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				errs = append(errs, FieldError{p.name, "must be an RFC 3339 time like 2026-12-03T12:00:00Z"})
+			}
+			*p.to = t
+		}
+	}
+	for _, p := range []struct{ name, v string }{{"target", f.Target}, {"subject", f.Subject}, {"issuer", f.Issuer}, {"client", f.Client}, {"key", f.KeyID}} {
+		if len(p.v) > 1024 {
+			errs = append(errs, FieldError{p.name, "must be at most 1024 characters"})
+		}
+	}
+	if len(errs) > 0 {
+		return f, probValidation.with("bad flow filter", errs...)
+	}
+	return f, nil
+}
+
+// flowCursor encodes a listing position with its sort, so a cursor is
+// never read against another order.
+func encodeFlowCursor(sort store.FlowSort, c *store.FlowCursor) string {
+	b, _ := json.Marshal(struct {
+		S string    `json:"s"`
+		T time.Time `json:"t"`
+		R int       `json:"r"`
+		I string    `json:"i"`
+	}{string(sort), c.Time.UTC(), c.Rounds, c.ID})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeFlowCursor(sort store.FlowSort, raw string) (*store.FlowCursor, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(raw)
+	if err != nil {
+		return nil, false
+	}
+	var v struct {
+		S string    `json:"s"`
+		T time.Time `json:"t"`
+		R int       `json:"r"`
+		I string    `json:"i"`
+	}
+	if json.Unmarshal(b, &v) != nil || v.S != string(sort) || v.I == "" {
+		return nil, false
+	}
+	return &store.FlowCursor{Time: v.T, Rounds: v.R, ID: v.I}, true
+}
+
+// listFlows answers GET /flows and GET /tenants/{slug}/flows: one page,
+// and the counts per state of the whole selection.
+func (s *Server) listFlows(c *gin.Context) {
+	f, p := s.flowFilter(c, c.Query)
+	if p != nil {
+		writeProblem(c, p)
+		return
+	}
+	sort := store.FlowSort(c.DefaultQuery("sort", string(store.SortUpdated)))
+	switch sort {
+	case store.SortUpdated, store.SortStarted, store.SortWaiting, store.SortRounds:
+	default:
+		writeProblem(c, probValidation.with("bad sort", FieldError{"sort", "must be updated, started, waiting or rounds"}))
+		return
+	}
+	limit := 50
+	if l := c.Query("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 500 {
+			writeProblem(c, probValidation.with("bad pagination", FieldError{"limit", "must be an integer from 1 to 500"}))
+			return
+		}
+		limit = n
+	}
+	var after *store.FlowCursor
+	if cur := c.Query("cursor"); cur != "" {
+		var ok bool
+		if after, ok = decodeFlowCursor(sort, cur); !ok {
+			writeProblem(c, probValidation.with("bad pagination", FieldError{"cursor", "is not a cursor this API returned for this sort"}))
+			return
+		}
+	}
+	ctx := c.Request.Context()
+	pg, err := s.opts.Store.ListFlows(ctx, f, sort, after, limit)
+	if err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	counts, err := s.opts.Store.CountFlows(ctx, f)
+	if err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	out := struct {
+		Items      []flowView       `json:"items"`
+		NextCursor string           `json:"nextCursor,omitempty"`
+		Counts     map[string]int64 `json:"counts"`
+	}{Items: make([]flowView, len(pg.Flows)), Counts: counts}
+	for i := range pg.Flows {
+		out.Items[i] = s.viewFlow(&pg.Flows[i])
+	}
+	if pg.Next != nil {
+		out.NextCursor = encodeFlowCursor(sort, pg.Next)
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, out)
+}
+
+// tenantFlow reads a flow of the route's tenant; another tenant's flow,
+// or one the record does not know, is 404.
+func (s *Server) tenantFlow(c *gin.Context) (*store.Flow, []store.FlowRound, bool) {
+	f, rounds, err := s.opts.Store.GetFlow(c.Request.Context(), c.Param("flow"))
+	if errors.Is(err, store.ErrNotFound) || (err == nil && f.TenantSlug != c.Param("slug")) {
+		writeProblem(c, probNotFound.with("flow \""+c.Param("flow")+"\": not found in the flow record of tenant \""+c.Param("slug")+"\""))
+		return nil, nil, false
+	}
+	if err != nil {
+		s.storeProblem(c, err)
+		return nil, nil, false
+	}
+	return f, rounds, true
+}
+
+// getFlow answers GET /tenants/{slug}/flows/{flow}: the flow and its
+// rounds.
+func (s *Server) getFlow(c *gin.Context) {
+	f, rounds, ok := s.tenantFlow(c)
+	if !ok {
+		return
+	}
+	out := struct {
+		Flow   flowView    `json:"flow"`
+		Rounds []roundView `json:"rounds"`
+	}{Flow: s.viewFlow(f), Rounds: make([]roundView, len(rounds))}
+	for i := range rounds {
+		out.Rounds[i] = s.viewRound(&rounds[i])
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, out)
+}
+
+type cancelRequest struct {
+	Reason string `json:"reason"`
+}
+
+const maxReason = 500
+
+// cancelFlow answers POST /tenants/{slug}/flows/{flow}/cancel: the flow's
+// next round, on any replica, is refused. A flow the record does not
+// know is 404; one already finished is 409.
+func (s *Server) cancelFlow(c *gin.Context) {
+	if s.opts.Flows == nil {
+		writeProblem(c, probNotFound.with("flow cancellation is not available on this server"))
+		return
+	}
+	var req cancelRequest
+	if c.Request.ContentLength != 0 {
+		if p := decodeJSON(c, s.opts.MaxBodyBytes, &req); p != nil {
+			writeProblem(c, p)
+			return
+		}
+	}
+	if len(req.Reason) > maxReason {
+		writeProblem(c, probValidation.with("bad reason", FieldError{"reason", fmt.Sprintf("must be at most %d characters", maxReason)}))
+		return
+	}
+	f, _, ok := s.tenantFlow(c)
+	if !ok {
+		return
+	}
+	if f.State != store.FlowAwaitingInput && f.State != store.FlowRunning {
+		writeProblem(c, probConflict.with("flow \""+f.ID+"\" is "+f.State+": only a flow awaiting input or running can be cancelled"))
+		return
+	}
+	if _, err := s.opts.Flows.Cancel(c.Request.Context(), []store.Flow{*f}, req.Reason, adminOf(c)); err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	s.log.Info("flow cancelled", "tenant", f.TenantSlug, "flow", f.ID, "admin", adminOf(c))
+	f, _, ok = s.tenantFlow(c)
+	if !ok {
+		return
+	}
+	c.JSON(http.StatusOK, s.viewFlow(f))
+}
+
+// bulkCancelRequest selects flows to cancel: the filter of GET /flows,
+// as strings. Preview reports what matches without changing anything;
+// otherwise Expect must equal the count the preview reported, so what is
+// cancelled is what was looked at.
+type bulkCancelRequest struct {
+	Filter  map[string]string `json:"filter"`
+	Reason  string            `json:"reason"`
+	Preview bool              `json:"preview"`
+	Expect  *int              `json:"expect"`
+}
+
+// maxBulkCancel bounds one bulk cancellation.
+const maxBulkCancel = 10_000
+
+// cancelFlows answers POST /flows/cancel: cancel every in-flight flow a
+// filter selects (all of one principal's, all sealed under one key, …),
+// after a preview of how many.
+func (s *Server) cancelFlows(c *gin.Context) {
+	if s.opts.Flows == nil {
+		writeProblem(c, probNotFound.with("flow cancellation is not available on this server"))
+		return
+	}
+	if a := c.MustGet("admin").(*Admin); a.Role == RoleViewer {
+		writeProblem(c, probForbidden.with("your role ("+a.Role+") may not change this"))
+		return
+	}
+	var req bulkCancelRequest
+	if p := decodeJSON(c, s.opts.MaxBodyBytes, &req); p != nil {
+		writeProblem(c, p)
+		return
+	}
+	for k := range req.Filter {
+		switch k {
+		case "tenant", "target", "method", "subject", "issuer", "client", "key", "waitingLongerThan", "minRounds", "since", "until":
+		default:
+			writeProblem(c, probValidation.with("bad filter", FieldError{"filter." + k, "is not a filter (state is implied: flows awaiting input or running)"}))
+			return
+		}
+	}
+	if len(req.Filter) == 0 {
+		writeProblem(c, probValidation.with("bad filter", FieldError{"filter", "must select something: cancelling every flow needs at least a tenant"}))
+		return
+	}
+	if len(req.Reason) > maxReason {
+		writeProblem(c, probValidation.with("bad reason", FieldError{"reason", fmt.Sprintf("must be at most %d characters", maxReason)}))
+		return
+	}
+	f, p := s.flowFilter(c, func(k string) string { return req.Filter[k] })
+	if p != nil {
+		writeProblem(c, p)
+		return
+	}
+	f.States = []string{store.FlowAwaitingInput, store.FlowRunning}
+	ctx := c.Request.Context()
+	matched, err := s.opts.Store.FlowIDs(ctx, f, maxBulkCancel+1)
+	if err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	if len(matched) > maxBulkCancel {
+		writeProblem(c, probValidation.with(fmt.Sprintf("the filter selects more than %d flows; narrow it", maxBulkCancel)))
+		return
+	}
+	sample := make([]string, 0, min(len(matched), 20))
+	for _, m := range matched[:min(len(matched), 20)] {
+		sample = append(sample, m.ID)
+	}
+	if req.Preview {
+		c.JSON(http.StatusOK, gin.H{"matched": len(matched), "sample": sample})
+		return
+	}
+	if req.Expect == nil || *req.Expect != len(matched) {
+		writeProblem(c, probConflict.with(fmt.Sprintf("the filter now selects %d flows; preview again and send that count as expect", len(matched))))
+		return
+	}
+	n, err := s.opts.Flows.Cancel(ctx, matched, req.Reason, adminOf(c))
+	if err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	a := c.MustGet("admin").(*Admin)
+	entry := store.AuditEntry{Actor: a.Subject, Action: "POST /api/v1/flows/cancel", TenantSlug: req.Filter["tenant"],
+		Object: "flows", RemoteAddr: c.ClientIP()}
+	detail := map[string]any{"matched": len(matched), "cancelled": n, "filter": req.Filter, "reason": req.Reason}
+	if err := s.opts.Store.Audit(context.WithoutCancel(ctx), entry, detail); err != nil {
+		s.log.Error("audit write failed", "action", entry.Action, "err", err)
+	}
+	c.Set("audited", true)
+	s.log.Info("flows cancelled", "matched", len(matched), "cancelled", n, "admin", adminOf(c))
+	c.JSON(http.StatusOK, gin.H{"matched": len(matched), "cancelled": n})
+}
+
+// streamFlows answers GET /flows/stream: server-sent events of flow
+// changes the caller may see, across the fleet, resumable with
+// Last-Event-ID (or ?after=). Each event is "flow" with the flow as GET
+// shows it, or "reset" when changes were missed (reload the list).
+func (s *Server) streamFlows(c *gin.Context) {
+	if s.opts.Flows == nil {
+		writeProblem(c, probNotFound.with("the flow stream is not available on this server"))
+		return
+	}
+	visible, err := s.visibleTenants(c)
+	if err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	var only string
+	if slug := c.Query("tenant"); slug != "" {
+		t, err := s.opts.Store.GetTenant(c.Request.Context(), slug)
+		if err != nil || (visible != nil && !slices.Contains(visible, t.ID)) {
+			writeProblem(c, probNotFound.with("tenant \""+slug+"\": not found"))
+			return
+		}
+		only = t.ID
+	}
+	after := int64(-1) // from now
+	for _, v := range []string{c.GetHeader("Last-Event-ID"), c.Query("after")} {
+		if v == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeProblem(c, probValidation.with("bad resume position", FieldError{"Last-Event-ID", "must be an event id this stream sent"}))
+			return
+		}
+		after = n
+		break
+	}
+	ctx := c.Request.Context()
+	changes, err := s.opts.Flows.Watch(ctx, after, func(tenantID string) bool {
+		if only != "" {
+			return tenantID == only
+		}
+		return visible == nil || slices.Contains(visible, tenantID)
+	})
+	if err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	w := c.Writer
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	// A first comment makes the response start at once.
+	_, _ = w.Write([]byte(": flows\nretry: 2000\n\n"))
+	w.Flush()
+	keepAlive := time.NewTicker(15 * time.Second)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-keepAlive.C:
+			if _, err := w.Write([]byte(": keep-alive\n\n")); err != nil {
+				return
+			}
+			w.Flush()
+		case ch, ok := <-changes:
+			if !ok {
+				return // the client reconnects and resumes after its last id
+			}
+			var body []byte
+			event := "flow"
+			switch {
+			case ch.Reset:
+				event, body = "reset", []byte("{}")
+			case ch.Flow == nil:
+				continue // pruned meanwhile
+			default:
+				body, _ = json.Marshal(s.viewFlow(ch.Flow))
+			}
+			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ch.ID, event, body); err != nil {
+				return
+			}
+			w.Flush()
+		}
+	}
+}

@@ -1,0 +1,46 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// FlowsConfig is the flow record and the admin UI's view of it.
+type FlowsConfig struct {
+	// Retention is how long a flow that no longer changes is kept.
+	Retention time.Duration
+	// Replica names this replica in the record (default: the host name).
+	Replica string
+	// TraceURL links a trace id to a tracing backend: a URL with
+	// {traceId} (and optionally {spanId}) in it.
+	TraceURL string
+}
+
+func flowsFlags(fs *flag.FlagSet, c *FlowsConfig) {
+	host, _ := os.Hostname()
+	fs.DurationVar(&c.Retention, "flow-retention", 7*24*time.Hour, "how long the flow record keeps a flow that no longer changes")
+	fs.StringVar(&c.Replica, "replica-name", host, "this replica's name in the flow record (default: the host name)")
+	fs.StringVar(&c.TraceURL, "trace-url", "", "trace link template for the admin UI, e.g. https://tempo.example/trace/{traceId} (empty: no links)")
+}
+
+func (c *FlowsConfig) validate() []error {
+	var errs []error
+	if c.Retention < time.Minute {
+		errs = append(errs, errors.New("flow-retention must be at least 1m"))
+	}
+	if len(c.Replica) > 200 {
+		errs = append(errs, errors.New("replica-name must be at most 200 characters"))
+	}
+	if c.TraceURL != "" {
+		u, err := url.Parse(strings.NewReplacer("{traceId}", "x", "{spanId}", "y").Replace(c.TraceURL))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || !strings.Contains(c.TraceURL, "{traceId}") {
+			errs = append(errs, fmt.Errorf("trace-url must be an http(s) URL containing {traceId}, not %q", c.TraceURL))
+		}
+	}
+	return errs
+}

@@ -1,0 +1,15 @@
+// Package flows keeps the fleet-wide record of multi-round flows: every
+// round of every flow, written by the replica that served it, and each
+// flow's state derived from its rounds (awaiting input, running,
+// completed, failed, cancelled, expired, rejected).
+//
+// The Recorder is a tenants.RoundSink: rounds go into a bounded queue
+// and are written in batches, so serving never waits on the record (a
+// full queue drops, counted and logged). Each write numbers its changes
+// in commit order across the fleet; the Watcher follows them, prompted
+// by PostgreSQL LISTEN/NOTIFY (on SQLite, one node sees its own writes)
+// and a poll, and hands them to live streams that can resume after the
+// last change they saw. The Service cancels flows: in the record and
+// through the endpoint's revocation, so the next round on any replica is
+// refused.
+package flows

@@ -1,0 +1,245 @@
+package flows
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/tenants"
+)
+
+// Options configures a Recorder.
+type Options struct {
+	Store  *store.Store
+	Logger *slog.Logger
+	// Replica names this replica in the record.
+	Replica string
+	// Retention is how long a flow that no longer changes is kept
+	// (default 7 days).
+	Retention time.Duration
+	// QueueSize bounds the rounds waiting to be written (default 10000);
+	// a full queue drops rounds rather than hold up serving.
+	QueueSize int
+	// BatchSize and BatchDelay bound a write: at most BatchSize rounds,
+	// and a round waits at most BatchDelay (defaults 256, 50 ms).
+	BatchSize  int
+	BatchDelay time.Duration
+	// Written is told after every committed write (this replica's
+	// watcher reads it at once).
+	Written func()
+	// Dropped is told of rounds dropped (a full queue, a failed write),
+	// as they are dropped: a metric.
+	Dropped func(n int64)
+}
+
+// DefaultRetention is how long the record keeps a flow that no longer
+// changes.
+const DefaultRetention = 7 * 24 * time.Hour
+
+// Recorder writes every round of every flow into the record. It is a
+// tenants.RoundSink: Round hands it a finished round without waiting, a
+// goroutine writes rounds in batches, and a full queue drops (counting
+// and logging the drops) rather than block a request. It also marks
+// flows whose state expired while they waited, prunes the record past
+// its retention, and wakes this replica's watchers after each write.
+type Recorder struct {
+	opts    Options
+	log     *slog.Logger
+	queue   chan store.RoundWrite
+	dropped atomic.Int64
+
+	stop context.CancelFunc
+	done chan struct{}
+	once sync.Once
+}
+
+// NewRecorder starts a recorder; Close flushes and stops it.
+func NewRecorder(ctx context.Context, opts Options) *Recorder {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Retention <= 0 {
+		opts.Retention = DefaultRetention
+	}
+	if opts.QueueSize <= 0 {
+		opts.QueueSize = 10_000
+	}
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = 256
+	}
+	if opts.BatchDelay <= 0 {
+		opts.BatchDelay = 50 * time.Millisecond
+	}
+	r := &Recorder{
+		opts:  opts,
+		log:   opts.Logger,
+		queue: make(chan store.RoundWrite, opts.QueueSize),
+		done:  make(chan struct{}),
+	}
+	ctx, r.stop = context.WithCancel(context.WithoutCancel(ctx))
+	go r.run(ctx)
+	return r
+}
+
+// Round implements tenants.RoundSink.
+func (r *Recorder) Round(_ context.Context, rd *tenants.Round) {
+	if w, ok := write(rd, r.opts.Replica, false); ok {
+		r.enqueue(w)
+	}
+}
+
+// Running implements tenants.RunningSink.
+func (r *Recorder) Running(_ context.Context, rd *tenants.Round) {
+	if w, ok := write(rd, r.opts.Replica, true); ok {
+		r.enqueue(w)
+	}
+}
+
+func (r *Recorder) enqueue(w store.RoundWrite) {
+	select {
+	case r.queue <- w:
+	default:
+		r.drop(1)
+	}
+}
+
+// drop counts rounds that will not reach the record.
+func (r *Recorder) drop(n int64) {
+	r.dropped.Add(n)
+	if r.opts.Dropped != nil {
+		r.opts.Dropped(n)
+	}
+}
+
+// Close writes what is queued (for at most a few seconds) and stops.
+func (r *Recorder) Close() {
+	r.once.Do(func() {
+		r.stop()
+		<-r.done
+	})
+}
+
+// run writes batches until stopped, then drains the queue once.
+func (r *Recorder) run(ctx context.Context) {
+	defer close(r.done)
+	expire := time.NewTicker(5 * time.Second)
+	defer expire.Stop()
+	prune := time.NewTicker(time.Hour)
+	defer prune.Stop()
+	report := time.NewTicker(time.Minute)
+	defer report.Stop()
+	batch := make([]store.RoundWrite, 0, r.opts.BatchSize)
+	var timer <-chan time.Time
+	flush := func(ctx context.Context) {
+		if len(batch) == 0 {
+			return
+		}
+		r.writeBatch(ctx, batch)
+		clear(batch)
+		batch, timer = batch[:0], nil
+	}
+	r.pruneOnce(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			// Drain what is queued, within a bound: a stopping replica's
+			// last rounds should reach the record.
+			dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			for {
+				select {
+				case w := <-r.queue:
+					batch = append(batch, w)
+					if len(batch) == r.opts.BatchSize {
+						flush(dctx)
+					}
+					continue
+				default:
+				}
+				break
+			}
+			flush(dctx)
+			cancel()
+			return
+		case w := <-r.queue:
+			batch = append(batch, w)
+			if len(batch) >= r.opts.BatchSize {
+				flush(ctx)
+			} else if timer == nil {
+				timer = time.After(r.opts.BatchDelay)
+			}
+		case <-timer:
+			flush(ctx)
+		case <-expire.C:
+			r.expireOnce(ctx)
+		case <-prune.C:
+			r.pruneOnce(ctx)
+		case <-report.C:
+			r.reportDrops()
+		}
+	}
+}
+
+func (r *Recorder) writeBatch(ctx context.Context, batch []store.RoundWrite) {
+	if _, err := r.opts.Store.WriteRounds(ctx, batch); err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn("flow record write failed; rounds dropped", "rounds", len(batch), "err", err)
+		}
+		r.drop(int64(len(batch)))
+		return
+	}
+	r.committed(ctx)
+}
+
+// committed tells this replica's watchers and, through the database,
+// every other replica's, that events were written.
+func (r *Recorder) committed(ctx context.Context) {
+	if r.opts.Written != nil {
+		r.opts.Written()
+	}
+	if err := r.opts.Store.NotifyFlows(ctx); err != nil && ctx.Err() == nil {
+		r.log.Debug("flow event notification failed; other replicas find the events on their next poll", "err", err)
+	}
+}
+
+func (r *Recorder) expireOnce(ctx context.Context) {
+	evs, err := r.opts.Store.ExpireFlows(ctx, time.Now())
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn("marking expired flows failed", "err", err)
+		}
+		return
+	}
+	if len(evs) > 0 {
+		r.committed(ctx)
+	}
+}
+
+func (r *Recorder) pruneOnce(ctx context.Context) {
+	now := time.Now()
+	n, err := r.opts.Store.PruneFlows(ctx, now.Add(-r.opts.Retention), now.Add(-eventRetention))
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn("pruning the flow record failed", "err", err)
+		}
+		return
+	}
+	if n > 0 {
+		r.log.Info("flow record pruned", "flows", n, "retention", r.opts.Retention)
+	}
+}
+
+// reportDrops logs, once per interval, how many rounds were dropped.
+func (r *Recorder) reportDrops() {
+	n := r.dropped.Swap(0)
+	if n == 0 {
+		return
+	}
+	r.log.Warn("flow record dropped rounds: the write queue was full or the database failed", "rounds", n)
+}
+
+// eventRetention is how long flow events are kept: how far back a stream
+// can resume.
+const eventRetention = time.Hour

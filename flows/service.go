@@ -1,0 +1,93 @@
+package flows
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/opsmcp/platform/store"
+)
+
+// Revoker refuses a flow's next round on every replica (the MCP
+// endpoint's cancellation).
+type Revoker interface {
+	CancelFlow(ctx context.Context, slug, flowID string) error
+}
+
+// Service is what the admin API does with flows beyond reading the
+// record: cancelling them (the record and the endpoint's revocation
+// together) and watching changes.
+type Service struct {
+	Store   *store.Store
+	Revoker Revoker
+	Watcher *Watcher
+
+	awaiting awaitingCache
+}
+
+// Cancel cancels flows: each is revoked (its next round, on any replica,
+// gets the frozen rejection) and marked cancelled in the record with the
+// reason and who did it. Flows no longer awaiting input or running are
+// left as they are. It reports how many it cancelled.
+func (s *Service) Cancel(ctx context.Context, flows []store.Flow, reason, by string) (int, error) {
+	ids := make([]string, 0, len(flows))
+	for _, f := range flows {
+		if f.State != store.FlowAwaitingInput && f.State != store.FlowRunning {
+			continue
+		}
+		if err := s.Revoker.CancelFlow(ctx, f.TenantSlug, f.ID); err != nil {
+			return 0, fmt.Errorf("revoke flow %s: %w", f.ID, err)
+		}
+		ids = append(ids, f.ID)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	evs, err := s.Store.CancelFlows(ctx, ids, reason, by)
+	if err != nil {
+		return 0, err
+	}
+	if len(evs) > 0 {
+		if s.Watcher != nil {
+			s.Watcher.Wake()
+		}
+		_ = s.Store.NotifyFlows(ctx)
+	}
+	return len(evs), nil
+}
+
+// Watch follows the flow changes the caller may see, after change after.
+func (s *Service) Watch(ctx context.Context, after int64, visible func(tenantID string) bool) (<-chan store.FlowChange, error) {
+	return s.Watcher.Subscribe(ctx, after, visible)
+}
+
+// awaitingCache keeps the fleet-wide count of flows awaiting input for
+// the metric, read at most every awaitingTTL.
+type awaitingCache struct {
+	mu     sync.Mutex
+	at     time.Time
+	counts map[string]int64
+}
+
+const awaitingTTL = 5 * time.Second
+
+// ReportAwaiting reports, per tenant, the flows awaiting input (the
+// opsmcp.flows.awaiting_input gauge), from a count at most a few seconds
+// old; a failed count reports the last one.
+func (s *Service) ReportAwaiting(ctx context.Context, report func(tenant string, n int64)) {
+	c := &s.awaiting
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.at) > awaitingTTL {
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		counts, err := s.Store.CountAwaiting(qctx)
+		cancel()
+		if err == nil {
+			c.counts, c.at = counts, time.Now()
+		}
+	}
+	for t, n := range c.counts {
+		report(t, n)
+	}
+}
