@@ -278,12 +278,14 @@ type call struct {
 
 // arrive starts the exchange of one HTTP request and its round.
 func (e *Endpoint) arrive(w http.ResponseWriter, r *http.Request) *exchange {
-	x := &exchange{w: w, req: r, round: &Round{Arrived: time.Now(), Era: EraStateless, HTTPVersion: httpVersion(r)}}
+	x := &exchange{w: w, req: r}
+	x.round = &x.rd
+	x.rd = Round{Arrived: time.Now(), Era: EraStateless, HTTPVersion: httpVersion(r), trace: &x.st}
 	if host, port, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		x.round.ClientAddr = host
-		x.round.ClientPort, _ = strconv.Atoi(port)
+		x.rd.ClientAddr = host
+		x.rd.ClientPort, _ = strconv.Atoi(port)
 	}
-	x.ctx = e.tel.arrive(r, &x.round.trace)
+	x.ctx = e.tel.arrive(r, &x.st)
 	return x
 }
 

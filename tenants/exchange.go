@@ -33,7 +33,12 @@ type exchange struct {
 	w     http.ResponseWriter
 	req   *http.Request
 	ctx   context.Context
-	round *Round
+	round *Round // &rd
+
+	// rd and st are the round and its tracing state, allocated with the
+	// exchange.
+	rd Round
+	st spanState
 	// want says the client asked for progress or log events; the answer
 	// then streams once the webhook is called.
 	want          bool

@@ -101,8 +101,9 @@ type Round struct {
 	// names of the request and flow spans, from the catalogue snapshot
 	// (only registered targets name spans).
 	spanName, flowSpanName string
-	// trace is the request's tracing state (see roundTelemetry).
-	trace spanState
+	// trace is the request's tracing state (see roundTelemetry); nil
+	// outside a request.
+	trace *spanState
 }
 
 // EraStateless is the era of 2026-07-28 requests: per-request metadata,
@@ -167,7 +168,7 @@ type RoundContent struct {
 // SpanContext is the span of the request's round (invalid when it was
 // not traced).
 func (r *Round) SpanContext() trace.SpanContext {
-	if r.trace.span == nil {
+	if r.trace == nil || r.trace.span == nil {
 		return trace.SpanContext{}
 	}
 	return r.trace.span.SpanContext()

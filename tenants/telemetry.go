@@ -70,7 +70,7 @@ func (t roundTelemetry) arrive(r *http.Request, st *spanState) context.Context {
 // the HTTP headers'. Metrics recorded in the returned context carry the
 // span, so exemplars (when enabled) point at it.
 func (t roundTelemetry) begin(rd *Round, meta map[string]json.RawMessage) context.Context {
-	st := &rd.trace
+	st := rd.trace
 	parent := st.base
 	if st.header != nil {
 		parent = st.header

@@ -1,0 +1,78 @@
+package flows
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/opsmcp/platform/mcp"
+	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/tenants"
+)
+
+func TestAFullQueueDropsAndCountsWithoutEverBlocking(t *testing.T) {
+	var dropped atomic.Int64
+	// No writer drains this queue: every round beyond its two slots must
+	// be dropped at once, never waited for.
+	r := &Recorder{opts: Options{Replica: "r1", Dropped: func(n int64) { dropped.Add(n) }}, queue: make(chan store.RoundWrite, 2)}
+	rd := &tenants.Round{FlowID: "fl_AAAAAAAAAAAAAAAA", TenantID: "t1", Tenant: "acme", Number: 1,
+		ResultType: mcp.ResultTypeInputRequired, Arrived: time.Now(), Ended: time.Now()}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 1000 {
+			r.Round(context.Background(), rd)
+		}
+	}()
+	<-done // would hang here if Round waited for the queue
+	if len(r.queue) != 2 || dropped.Load() != 998 || r.dropped.Load() != 998 {
+		t.Fatalf("queued %d, dropped %d (metric %d); want 2 and 998", len(r.queue), r.dropped.Load(), dropped.Load())
+	}
+}
+
+func TestOnlyRoundsOfFlowsAreRecorded(t *testing.T) {
+	now := time.Now()
+	base := tenants.Round{TenantID: "t1", Tenant: "acme", Arrived: now, Ended: now, Number: 1}
+	for _, tc := range []struct {
+		name  string
+		edit  func(*tenants.Round)
+		want  bool
+		state string
+	}{
+		{"a call answered at once", func(r *tenants.Round) { r.FlowID, r.ResultType = "fl_x", mcp.ResultTypeComplete }, false, ""},
+		{"a first round that asks", func(r *tenants.Round) { r.FlowID, r.ResultType = "fl_x", mcp.ResultTypeInputRequired }, true, store.FlowAwaitingInput},
+		{"a retry that completes", func(r *tenants.Round) {
+			r.FlowID, r.Number, r.ResultType, r.StateIn.Outcome = "fl_x", 2, mcp.ResultTypeComplete, tenants.StateVerified
+		}, true, store.FlowCompleted},
+		{"a retry with a tool error", func(r *tenants.Round) {
+			r.FlowID, r.Number, r.ResultType, r.ToolError = "fl_x", 2, mcp.ResultTypeComplete, true
+		}, true, store.FlowFailed},
+		{"a refused state naming its flow", func(r *tenants.Round) {
+			r.FlowID, r.Number, r.StateIn = "fl_x", 3, tenants.StateCheck{Outcome: tenants.StateRejected, Reason: "expired"}
+		}, true, store.FlowRejected},
+		{"a refused state naming none", func(r *tenants.Round) { r.StateIn = tenants.StateCheck{Outcome: tenants.StateRejected} }, false, ""},
+		{"an unknown tenant", func(r *tenants.Round) { r.FlowID, r.Tenant, r.ResultType = "fl_x", "", mcp.ResultTypeInputRequired }, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rd := base
+			tc.edit(&rd)
+			w, ok := write(&rd, "r1", false)
+			if ok != tc.want || (ok && w.Flow.State != tc.state) {
+				t.Fatalf("recorded %v in state %q; want %v, %q", ok, w.Flow.State, tc.want, tc.state)
+			}
+		})
+	}
+}
+
+func TestQuestionsAreRecordedWithoutURLQueries(t *testing.T) {
+	if got := stripQuery("https://login.example/cb?code=secret#frag"); got != "https://login.example/cb" {
+		t.Fatalf("stripQuery = %q", got)
+	}
+	if got := stripQuery("https://user:pw@login.example/x"); got != "https://login.example/x" {
+		t.Fatalf("stripQuery kept credentials: %q", got)
+	}
+	if got := clip("añb", 2); got != "a…" {
+		t.Fatalf("clip cut inside a character: %q", got)
+	}
+}
