@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/auth"
+	"github.com/opsmcp/platform/egress"
 	"github.com/opsmcp/platform/store"
 	"github.com/opsmcp/platform/telemetry"
 )
@@ -25,8 +26,9 @@ type Options struct {
 	PublicURL string
 	// MaxBodyBytes caps an MCP request body.
 	MaxBodyBytes int64
-	// AllowPrivateWebhooks lets webhooks resolve to private addresses.
-	AllowPrivateWebhooks bool
+	// AllowPrivateTargets lets webhooks (and the default verifier's
+	// discovery and key fetches) reach private addresses.
+	AllowPrivateTargets bool
 	// WebhookMaxResponse caps a webhook's answer.
 	WebhookMaxResponse int64
 	// Refresh is how often the registry looks for catalogue changes made
@@ -99,14 +101,14 @@ func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
 		return nil, err
 	}
 	if opts.Verifier == nil {
-		opts.Verifier = auth.NewVerifier(nil, 0)
+		opts.Verifier = auth.NewVerifier(auth.VerifierOptions{Egress: egress.Policy{AllowPrivate: opts.AllowPrivateTargets}})
 	}
 	r := &Registry{
 		opts:     opts,
 		verifier: opts.Verifier,
 		log:      opts.Logger,
 		store:    opts.Store,
-		webhooks: newWebhookClient(opts.AllowPrivateWebhooks, opts.WebhookMaxResponse),
+		webhooks: newWebhookClient(opts.AllowPrivateTargets, opts.WebhookMaxResponse),
 		hub:      newHub(),
 		flows:    flows,
 		cache:    map[string]*snapshot{},

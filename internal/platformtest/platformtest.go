@@ -138,6 +138,8 @@ func Start(t testing.TB, dbURL string, opts ...Option) *Platform {
 	cfg.Listen = ln.Addr().String()
 	cfg.PublicURL = "http://" + ln.Addr().String()
 	cfg.BootstrapToken = AdminToken
+	// Through the alias, so a test that turns private webhooks off by
+	// that name (tenants' endpoint tests) still does.
 	cfg.AllowPrivateWebhooks = true
 	cfg.SecretsKeys = SecretsKey
 	cfg.CatalogueRefresh = 50 * time.Millisecond
