@@ -789,3 +789,28 @@ func BenchmarkSealThenOpen(b *testing.B) {
 		}
 	}
 }
+
+// State sealed for one big integer does not open for the next one, which
+// rounds to the same double; it does open for another spelling of the
+// same value.
+func TestStateBindsBigIntegerArgumentsExactly(t *testing.T) {
+	s := &Sealer{Codec: mustRing(t, secret(1)), Now: (&fakeClock{t: epoch}).Now}
+	b := deployBinding()
+	b.Args = json.RawMessage(`{"id": 12345678901234567890123456789}`)
+	tok, _, err := s.Seal(context.Background(), b, &Claims{FlowID: "f", Round: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := b
+	other.Args = json.RawMessage(`{"id": 12345678901234567890123456790}`)
+	if _, err := s.Open(context.Background(), tok, other); err == nil {
+		t.Fatal("state sealed for id …789 opened for id …790")
+	} else if r, ok := errors.AsType[*Rejection](err); !ok || r.Reason != ReasonBinding {
+		t.Fatalf("want a binding rejection, got %v", err)
+	}
+	respelled := b
+	respelled.Args = json.RawMessage(`{"id":1.2345678901234567890123456789e28}`)
+	if _, err := s.Open(context.Background(), tok, respelled); err != nil {
+		t.Fatalf("the same value spelled otherwise: %v", err)
+	}
+}
