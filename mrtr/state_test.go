@@ -814,3 +814,39 @@ func TestStateBindsBigIntegerArgumentsExactly(t *testing.T) {
 		t.Fatalf("the same value spelled otherwise: %v", err)
 	}
 }
+
+// FuzzTokenFromJSON reads arbitrary requestState values as they arrive in
+// request params. It never panics; a token it returns is exactly the JSON
+// string encoding/json reads, "no state" is only absent or null, and any
+// other value is a non_string rejection. What it returns then goes through
+// Sealer.Open, which accepts nothing it did not mint.
+func FuzzTokenFromJSON(f *testing.F) {
+	s := &Sealer{Codec: mustRing(f, secret(1)), Now: (&fakeClock{t: epoch}).Now}
+	b := deployBinding()
+	for _, seed := range []string{``, `null`, ` null `, `"v1.AAAA"`, `"v1.\u0041"`, `123`, `{"token":"x"}`, `["v1."]`,
+		`"\ud800"`, `"v1.` + strings.Repeat("A", 80) + `"`, `nul`, `"unterminated`, `"a" "b"`, "\"v1.\x00\""} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		tok, present, err := TokenFromJSON(raw)
+		trimmed := strings.Trim(string(raw), " \t\r\n")
+		switch {
+		case err != nil:
+			if r, ok := errors.AsType[*Rejection](err); !ok || r.Reason != ReasonNonString || present || tok != "" {
+				t.Fatalf("%q: error %v (present %v, token %q), want a bare non_string rejection", raw, err, present, tok)
+			}
+		case !present:
+			if trimmed != "" && trimmed != "null" {
+				t.Fatalf("%q read as no state", raw)
+			}
+		default:
+			var want string
+			if json.Unmarshal(raw, &want) != nil || want != tok {
+				t.Fatalf("%q read as token %q; encoding/json reads %q", raw, tok, want)
+			}
+			if _, err := s.Open(context.Background(), tok, b); err == nil {
+				t.Fatalf("Open accepted %q, which was never minted", tok)
+			}
+		}
+	})
+}
