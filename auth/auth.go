@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"strings"
 )
@@ -94,6 +95,10 @@ var asymmetric = map[string]bool{
 // DefaultAlgorithms are accepted when an issuer names none.
 var DefaultAlgorithms = []string{"RS256", "ES256"}
 
+// MaxIssuersPerTenant bounds the issuers one tenant may trust, so one
+// tenant's settings cannot fill the verifier's cache of issuers.
+const MaxIssuersPerTenant = 8
+
 // FieldError names one invalid field of a Config.
 type FieldError struct{ Field, Message string }
 
@@ -106,6 +111,9 @@ func (c Config) Validate(prefix string) []FieldError {
 	}
 	if c.Public && len(c.Issuers) > 0 {
 		bad(".public", "a public tenant takes no tokens; remove the issuers or set public to false")
+	}
+	if len(c.Issuers) > MaxIssuersPerTenant {
+		bad(".issuers", "at most %d issuers per tenant (%d given): each one is an identity provider the platform fetches keys from", MaxIssuersPerTenant, len(c.Issuers))
 	}
 	seen := map[string]bool{}
 	for i, is := range c.Issuers {
@@ -138,19 +146,37 @@ func (c Config) Validate(prefix string) []FieldError {
 	return out
 }
 
+// validIssuerURL checks an issuer URL statically: https, or plain http
+// for a provider on this machine (development). Whether the issuer's
+// address may be reached at all is decided when it is fetched, by the
+// egress policy: loopback (and so every http issuer) is refused there
+// unless the operator allows private targets, so an http issuer passes
+// this check but works only on a platform set up for development.
 func validIssuerURL(s string) error {
 	u, err := url.Parse(s)
-	if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+	if err != nil || u.Host == "" || u.Opaque != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(s, "#") {
 		return errors.New("must be an absolute https URL without query or fragment")
+	}
+	if u.User != nil {
+		return errors.New("must not carry credentials")
 	}
 	switch u.Scheme {
 	case "https":
 		return nil
 	case "http":
-		// Plain HTTP only for a provider on this machine (development).
-		if h := u.Hostname(); h == "localhost" || h == "127.0.0.1" || h == "::1" {
+		if loopbackHost(u.Hostname()) {
 			return nil
 		}
 	}
-	return errors.New("must use https (http only for localhost)")
+	return errors.New("must use https (http only for a loopback host, and only where the operator allows private targets)")
+}
+
+// loopbackHost reports whether h (a URL's hostname) names this machine:
+// "localhost", or a loopback IP literal without a zone.
+func loopbackHost(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(h)
+	return err == nil && a.Zone() == "" && a.Unmap().IsLoopback()
 }

@@ -32,7 +32,7 @@ type Config struct {
 	Metrics              bool
 	MetricsToken         string
 	ShutdownTimeout      time.Duration
-	AllowPrivateWebhooks bool
+	AllowPrivateWebhooks bool // alias of AllowPrivateTargets; read PrivateTargets
 	WebhookMaxResponse   int64
 	CatalogueRefresh     time.Duration
 	StateKeys            string
@@ -45,6 +45,18 @@ type Config struct {
 	AdminSessionKey      string
 	Keys                 KeysConfig
 	Flows                FlowsConfig
+
+	// AllowPrivateTargets lets every outbound call a tenant controls
+	// (webhooks, OpenID discovery, JWKS, redirects) reach loopback,
+	// private and link-local addresses: development and tests only. Its
+	// earlier name, AllowPrivateWebhooks, is an alias: either one set
+	// allows, so read PrivateTargets rather than either field.
+	AllowPrivateTargets bool
+	// TokenCacheTTL bounds how long a verified bearer token is remembered
+	// (never past its own expiry); 0 disables the cache.
+	TokenCacheTTL time.Duration
+	// TokenCacheSize bounds how many verified tokens are remembered.
+	TokenCacheSize int
 }
 
 // EnvName is the environment variable for a flag name:
@@ -69,7 +81,10 @@ func Flags(fs *flag.FlagSet) *Config {
 	fs.BoolVar(&c.Metrics, "metrics", true, "serve Prometheus metrics at /metrics (traces and OTLP metrics follow the standard OTEL_* variables)")
 	fs.StringVar(&c.MetricsToken, "metrics-token", "", "bearer token /metrics requires (default: none; tenant slugs are metric labels, so guard it here or at the ingress)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to drain in-flight requests on SIGINT/SIGTERM")
-	fs.BoolVar(&c.AllowPrivateWebhooks, "allow-private-webhooks", false, "allow webhook URLs that resolve to loopback, private or link-local addresses (tests and dev only)")
+	fs.BoolVar(&c.AllowPrivateTargets, "allow-private-targets", false, "let webhooks, OpenID discovery, JWKS fetches and their redirects reach loopback, private and link-local addresses, and issuers on loopback over plain http (tests and dev only)")
+	fs.BoolVar(&c.AllowPrivateWebhooks, "allow-private-webhooks", false, "alias of --allow-private-targets (its earlier name); either one set allows")
+	fs.DurationVar(&c.TokenCacheTTL, "token-cache-ttl", time.Minute, "longest a verified bearer token is remembered, never past its expiry (0 disables the cache)")
+	fs.IntVar(&c.TokenCacheSize, "token-cache-size", 10000, "most verified bearer tokens remembered, across tenants")
 	fs.Int64Var(&c.WebhookMaxResponse, "webhook-max-response-bytes", 4<<20, "largest webhook answer accepted, in bytes")
 	fs.DurationVar(&c.CatalogueRefresh, "catalogue-refresh", time.Second, "how often each replica checks for catalogue changes made elsewhere")
 	fs.StringVar(&c.StateKeys, "state-keys", "", "comma-separated base64 request-state secrets (≥32 bytes each), minting key first; shared by all replicas (default: a random per-process key)")
@@ -195,6 +210,12 @@ func (c *Config) validate() error {
 	if c.CatalogueRefresh < 10*time.Millisecond {
 		errs = append(errs, errors.New("catalogue-refresh must be at least 10ms"))
 	}
+	if c.TokenCacheTTL < 0 || c.TokenCacheTTL > time.Hour {
+		errs = append(errs, errors.New("token-cache-ttl must be between 0 (off) and 1h"))
+	}
+	if c.TokenCacheSize < 1 || c.TokenCacheSize > 10_000_000 {
+		errs = append(errs, errors.New("token-cache-size must be between 1 and 10000000"))
+	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("shutdown-timeout must be positive"))
 	}
@@ -205,6 +226,11 @@ func (c *Config) validate() error {
 	errs = append(errs, c.Flows.validate()...)
 	return errors.Join(errs...)
 }
+
+// PrivateTargets reports whether outbound calls a tenant controls may
+// reach private addresses: --allow-private-targets or its alias
+// --allow-private-webhooks.
+func (c *Config) PrivateTargets() bool { return c.AllowPrivateTargets || c.AllowPrivateWebhooks }
 
 // SecretKeys decodes --secrets-keys: nil when unset.
 func (c *Config) SecretKeys() ([][]byte, error) {

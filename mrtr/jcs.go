@@ -56,6 +56,21 @@ func (p *jcsParser) canonicalize(dst []byte) ([]byte, error) {
 // the digest independent of key order, whitespace and number spelling, so a
 // client that re-serializes the same arguments on its retry is not refused.
 //
+// Numbers are bound by their exact value, not by the double nearest to
+// it: the webhook receives the arguments as sent, so a confirmation given
+// for id 12345678901234567890123 must not complete a call for id
+// 12345678901234567890124, though both round to one double. A number
+// whose exact value is the shortest form of a double (every integer up to
+// 2^53, 0.1, 1e21, ...) is written as RFC 8785 writes it, so digests of
+// ordinary arguments are what they were before exact numbers; any other
+// (more digits than a double holds, beyond its range, below its least
+// subnormal) keeps all its significant digits in the same layout, for
+// example 1.2345678901234567890123e+22. Two spellings of one exact value
+// (100, 100.0, 1e2) digest alike; two different values never do. Minus
+// zero digests as zero, as in RFC 8785: -0 and 0 are one exact value,
+// every JSON parser compares them equal, and a digest that told them apart
+// would refuse a client whose serializer drops the sign on its retry.
+//
 // Arguments that are not I-JSON (invalid UTF-8, a lone surrogate escape, a
 // duplicate key) cannot be canonicalized; they are digested byte for byte
 // under a distinct domain prefix instead, so they are still bound exactly
@@ -118,6 +133,7 @@ func canonicalArgs(p *jcsParser, raw json.RawMessage) ([]byte, error) {
 		return []byte("{}"), nil
 	}
 	p.in = raw
+	p.exact = true
 	return p.canonicalize(p.out[:0])
 }
 
@@ -132,6 +148,9 @@ type jcsParser struct {
 	scratch []byte // decoded string values, reused
 	names   []byte // decoded member names that needed unescaping
 	tmp     []byte // reordering space for unsorted objects, reused
+	// exact writes numbers a double cannot hold exactly with every
+	// significant digit (see ArgsDigest) instead of refusing or rounding.
+	exact bool
 }
 
 func (p *jcsParser) errorf(format string, args ...any) error {
@@ -543,6 +562,13 @@ func (p *jcsParser) number(out []byte) ([]byte, error) {
 		}
 		return append(out, lit...), nil
 	}
+	if p.exact {
+		out, err := appendExactNumber(out, lit)
+		if err != nil {
+			return nil, p.errorf("%v", err)
+		}
+		return out, nil
+	}
 	f, err := strconv.ParseFloat(string(lit), 64)
 	if err != nil {
 		var ne *strconv.NumError
@@ -595,7 +621,16 @@ func appendESNumber(out []byte, f float64) ([]byte, error) {
 			digits = append(digits, c)
 		}
 	}
-	k, n := len(digits), exp+1
+	return appendDecimal(out, digits, int64(exp)+1), nil
+}
+
+// appendDecimal appends the positive decimal 0.d1d2...dk × 10^n (digits
+// d1...dk without leading or trailing zeros) in the layout ECMA-262
+// Number::toString gives a double: plain digits for 1e-7 <= value < 1e21,
+// else one digit, the rest after a point, and a signed exponent. It never
+// rounds, so it writes a digit string of any length exactly.
+func appendDecimal(out, digits []byte, n int64) []byte {
+	k := int64(len(digits))
 	switch {
 	case k <= n && n <= 21:
 		out = append(out, digits...)
@@ -622,7 +657,110 @@ func appendESNumber(out []byte, f float64) ([]byte, error) {
 		if n-1 >= 0 {
 			out = append(out, '+')
 		}
-		out = strconv.AppendInt(out, int64(n-1), 10)
+		out = strconv.AppendInt(out, n-1, 10)
 	}
-	return out, nil
+	return out
+}
+
+// maxExactExponent bounds the decimal exponent of a number written
+// exactly (as in d.ddde±X). Far beyond any double (about 1e308), it keeps
+// the arithmetic in int64 and the form short; a number past it is not
+// canonicalized, and ArgsDigest then binds the arguments byte for byte.
+const maxExactExponent = 1_000_000_000
+
+// appendExactNumber appends the canonical form of the valid RFC 8259
+// number lit by its exact value (see ArgsDigest): the RFC 8785 form when
+// that value is the shortest form of a double, else every significant
+// digit in the same layout.
+func appendExactNumber(out, lit []byte) ([]byte, error) {
+	neg := lit[0] == '-'
+	s := lit
+	if neg {
+		s = s[1:]
+	}
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	intDigits := i
+	var buf [40]byte
+	all := append(buf[:0], s[:i]...) // integer and fraction digits
+	if i < len(s) && s[i] == '.' {
+		j := i + 1
+		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+			j++
+		}
+		all = append(all, s[i+1:j]...)
+		i = j
+	}
+	lead := 0
+	for lead < len(all) && all[lead] == '0' {
+		lead++
+	}
+	digits := all[lead:]
+	for len(digits) > 0 && digits[len(digits)-1] == '0' {
+		digits = digits[:len(digits)-1]
+	}
+	if len(digits) == 0 {
+		return append(out, '0'), nil // zero, whatever its sign and exponent
+	}
+	var exp int64
+	if i < len(s) { // e or E
+		i++
+		expNeg := false
+		if s[i] == '+' || s[i] == '-' {
+			expNeg = s[i] == '-'
+			i++
+		}
+		for ; i < len(s); i++ {
+			exp = exp*10 + int64(s[i]-'0')
+			if exp > 2*maxExactExponent { // keeps the sums below in int64
+				return nil, errors.New("number exponent too large")
+			}
+		}
+		if expNeg {
+			exp = -exp
+		}
+	}
+	n := int64(intDigits-lead) + exp // the value is 0.digits × 10^n
+	if n-1 > maxExactExponent || n-1 < -maxExactExponent {
+		// Bounded on the exponent written, so a written form always reads
+		// back (canonicalizing twice changes nothing).
+		return nil, errors.New("number exponent too large")
+	}
+	// A double's shortest form has at most 17 digits and a decimal
+	// exponent within [-323, 309]; only such a value can be one.
+	if len(digits) <= 17 && n > -330 && n < 315 {
+		f, err := strconv.ParseFloat(string(lit), 64)
+		if err == nil || (errors.Is(err, strconv.ErrRange) && !math.IsInf(f, 0)) {
+			if f != 0 && shortestIs(f, digits, n) {
+				return appendESNumber(out, f)
+			}
+		}
+	}
+	if neg {
+		out = append(out, '-')
+	}
+	return appendDecimal(out, digits, n), nil
+}
+
+// shortestIs reports whether the shortest round-tripping decimal of f is
+// ±0.digits × 10^n.
+func shortestIs(f float64, digits []byte, n int64) bool {
+	var buf [32]byte
+	e := strconv.AppendFloat(buf[:0], math.Abs(f), 'e', -1, 64)
+	at := 0
+	for at < len(e) && e[at] != 'e' {
+		at++
+	}
+	x, err := strconv.Atoi(string(e[at+1:]))
+	if err != nil || int64(x+1) != n {
+		return false
+	}
+	// The mantissa is "d" for one digit, else "d.ddd".
+	mant, want := e[:at], len(digits)+1
+	if len(digits) == 1 {
+		want = 1
+	}
+	return len(mant) == want && mant[0] == digits[0] && (want == 1 || string(mant[2:]) == string(digits[1:]))
 }

@@ -3,6 +3,10 @@ package mrtr
 import (
 	"encoding/json"
 	"math"
+	"math/big"
+	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -235,10 +239,203 @@ func FuzzCanonicalize(f *testing.F) {
 	})
 }
 
+// FuzzCanonicalizeExact is FuzzCanonicalize for the exact-number mode of
+// argument digests: whatever it accepts is valid JSON, canonical (a second
+// pass changes nothing), and differs from the RFC 8785 form only in
+// numbers.
+func FuzzCanonicalizeExact(f *testing.F) {
+	for _, s := range []string{`{"id":12345678901234567890123456789}`, `[1e400,-1e-400,0.1000000000000000000001]`,
+		`{"b":1,"a":[1.0,"x",null]}`, `-0.0`, `1e99999999999999999999`, `{"a":{"b":{}}}`, "\"\xff\"", `[1,]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		p := jcsParser{in: in, exact: true}
+		out, err := p.canonicalize(nil)
+		if err != nil {
+			return
+		}
+		if !json.Valid(in) || !json.Valid(out) {
+			t.Fatalf("accepted %q -> %q but encoding/json disagrees on validity", in, out)
+		}
+		q := jcsParser{in: out, exact: true}
+		again, err := q.canonicalize(nil)
+		if err != nil || string(again) != string(out) {
+			t.Fatalf("not idempotent: %q -> %q -> %q, %v", in, out, again, err)
+		}
+		// Read as doubles, the exact and the RFC 8785 forms are one document.
+		if strict, err := Canonicalize(in); err == nil {
+			var a, b any
+			if json.Unmarshal(strict, &a) == nil && json.Unmarshal(out, &b) == nil && !reflect.DeepEqual(a, b) {
+				t.Fatalf("%q: exact form %q and RFC 8785 form %q are different documents", in, out, strict)
+			}
+		}
+	})
+}
+
 func BenchmarkArgsDigest(b *testing.B) {
 	args := json.RawMessage(`{"replicas":3,"env":"prod","tags":["a","b"],"dry_run":false}`)
 	b.ReportAllocs()
 	for b.Loop() {
 		argsDigest(args)
 	}
+}
+
+// Digests of ordinary arguments are the ones the previous version
+// computed (recorded from it), so flows in flight across an upgrade keep
+// verifying; arguments whose numbers a double cannot hold get new ones.
+func TestArgsDigestOfOrdinaryNumbersIsUnchanged(t *testing.T) {
+	for _, c := range []struct{ args, want string }{
+		{`{"n":1,"env":"prod"}`, "XIMGqdf4jQ8EAzn6E_9NoQ"},
+		{`{"id":9007199254740992,"ratio":0.1,"big":1e21,"tiny":5e-324,"max":1.7976931348623157e308,"neg":-0.000001}`, "xdcJr9b5FRGo9e75IhomHA"},
+		{`{"x":[1.5,2e-7,123456789012345,-42,0,1e300]}`, "vAUa1opXxvTSH4MRYwpHkA"},
+	} {
+		if got := ArgsDigest(json.RawMessage(c.args)); got != c.want {
+			t.Errorf("ArgsDigest(%s) = %s, the previous version gave %s", c.args, got, c.want)
+		}
+	}
+	if got := ArgsDigest(json.RawMessage(`{"id":12345678901234567890123456789}`)); got == "7qaCIUkeBuU0KlpXj-t3Yg" {
+		t.Error("a 29-digit id still digests as the double it rounds to")
+	}
+}
+
+// Two different exact values never share a digest; two spellings of one
+// exact value do. Each number is bound as {"id": N}.
+func TestArgsDigestBindsTheExactValueOfEveryNumber(t *testing.T) {
+	digest := func(n string) string { return ArgsDigest(json.RawMessage(`{"id":` + n + `}`)) }
+	differ := [][2]string{
+		{"9007199254740993", "9007199254740992"}, // 2^53+1 rounds to 2^53
+		{"-9007199254740993", "-9007199254740992"},
+		{"18446744073709551617", "18446744073709551616"},
+		{"12345678901234567890123", "12345678901234567890124"},
+		{"12345678901234567890123456789", "12345678901234567890123456790"},
+		{"0.1000000000000000000001", "0.1"},
+		{"0.3000000000000000444", "0.30000000000000004"},
+		{"0.30000000000000004", "0.3"},
+		{"1.0000000000000000000000001", "1"},
+		{"333333333.33333329", "333333333.3333333"}, // RFC 8785's example rounds these together
+		{"1e400", "2e400"},
+		{"1e400", "1e401"},
+		{"-1e400", "1e400"},
+		{"1e-400", "0"}, // underflows to zero as a double
+		{"1e-400", "2e-400"},
+		{"-1e-400", "1e-400"},
+		{"1e999999999", "2e999999999"},
+		{"1e99999999999999999999", "2e99999999999999999999"}, // beyond the exact range: bound byte for byte
+		{"1e99999999999999999999", "1e99999999999999999998"},
+		{"1.7976931348623157e308", "1.7976931348623158e308"},
+		{"1.7976931348623159e308", "1.7976931348623157e308"},
+		{"4.9e-324", "5e-324"},
+		{"2.4703282292062328e-324", "2.4703282292062327e-324"},
+		{"123456789012345678", "123456789012345680"},
+	}
+	for _, p := range differ {
+		if digest(p[0]) == digest(p[1]) {
+			t.Errorf("%s and %s share a digest", p[0], p[1])
+		}
+	}
+	same := [][]string{
+		{"100", "1e2", "100.0", "1.00e+2", "10E1", "1000e-1", "0.1e3"},
+		{"0", "-0", "0.0", "-0.0", "0e5", "-0E-5", "0.000e+99999999999999999999"},
+		{"12345678901234567890123", "1.2345678901234567890123e22", "12345678901234567890123.000", "123456789012345678901230e-1"},
+		{"9007199254740993", "9007199254740993.0", "9.007199254740993e15", "90071992547409930E-1"},
+		{"1e400", "10e399", "0.1e401", "1E+400"},
+		{"0.1000000000000000000001", "1.000000000000000000001e-1", "0.10000000000000000000010"},
+		{"-1e-400", "-0.1e-399", "-10e-401"},
+	}
+	for _, group := range same {
+		for _, n := range group[1:] {
+			if digest(n) != digest(group[0]) {
+				t.Errorf("%s and %s are one exact value but digest differently", group[0], n)
+			}
+		}
+	}
+}
+
+// The exact form of a number: RFC 8785's where the value is the shortest
+// form of a double, and every significant digit otherwise.
+func TestExactNumberForms(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"1", "1"}, {"1.50", "1.5"}, {"-0", "0"}, {"1e21", "1e+21"}, {"1e20", "100000000000000000000"},
+		{"0.1", "0.1"}, {"5e-324", "5e-324"}, {"1e-7", "1e-7"}, {"0.000001", "0.000001"},
+		{"9007199254740993", "9007199254740993"},
+		{"12345678901234567890123", "1.2345678901234567890123e+22"},
+		{"1234567890123456789", "1234567890123456789"},
+		{"333333333.33333329", "333333333.33333329"},
+		{"0.1000000000000000000001", "0.1000000000000000000001"},
+		{"1e400", "1e+400"}, {"-2.50e-400", "-2.5e-400"}, {"1e-400", "1e-400"},
+		{"0.0000001000000000000000001", "1.000000000000000001e-7"},
+	}
+	for _, tt := range tests {
+		got, err := appendExactNumber(nil, []byte(tt.in))
+		if err != nil || string(got) != tt.want {
+			t.Errorf("exact form of %s = %s, %v; want %s", tt.in, got, err, tt.want)
+		}
+		again, err := appendExactNumber(nil, got)
+		if err != nil || string(again) != string(got) {
+			t.Errorf("exact form of %s is not stable: %s then %s, %v", tt.in, got, again, err)
+		}
+	}
+}
+
+var jsonNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+
+// exactValue is the value of a JSON number by math/big, an oracle
+// independent of the canonicalizer. ok is false for numbers whose
+// exponent is beyond ±maxExp, too large to check cheaply.
+func exactValue(s string, maxExp int) (*big.Rat, bool) {
+	if !jsonNumber.MatchString(s) || len(s) > 1000 {
+		return nil, false
+	}
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.Atoi(strings.TrimLeft(s[i+1:], "+"))
+		if err != nil || e > maxExp || e < -maxExp {
+			return nil, false
+		}
+	}
+	r, ok := new(big.Rat).SetString(s)
+	return r, ok
+}
+
+// FuzzExactNumbers checks the exact number forms against math/big: the
+// form denotes exactly the number's value, two numbers get one form if
+// and only if their values are equal (so argument digests bind values),
+// and wherever RFC 8785's double-based form is itself exact, the exact
+// form is that one (so ordinary digests are unchanged).
+func FuzzExactNumbers(f *testing.F) {
+	for _, p := range [][2]string{
+		{"9007199254740993", "9007199254740992"}, {"1e2", "100.0"}, {"0.1000000000000000000001", "0.1"},
+		{"-0", "0.0e-7"}, {"1e400", "10e399"}, {"333333333.33333329", "333333333.3333333"}, {"5e-324", "4.9e-324"},
+		{"12345678901234567890123", "1.2345678901234567890123e22"}, {"1e-400", "0"}, {"-1.5E+3", "-1500"},
+	} {
+		f.Add(p[0], p[1])
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		ra, okA := exactValue(a, 2000)
+		rb, okB := exactValue(b, 2000)
+		if !okA || !okB || len(a) > 300 || len(b) > 300 {
+			return
+		}
+		ca, err := appendExactNumber(nil, []byte(a))
+		if err != nil {
+			t.Fatalf("%s: %v", a, err)
+		}
+		cb, err := appendExactNumber(nil, []byte(b))
+		if err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		if v, ok := exactValue(string(ca), 3000); !ok || v.Cmp(ra) != 0 {
+			t.Fatalf("%s: exact form %s has another value", a, ca)
+		}
+		if same := ra.Cmp(rb) == 0; same != (string(ca) == string(cb)) {
+			t.Fatalf("%s -> %s and %s -> %s: values equal %v, forms equal %v", a, ca, b, cb, same, !same)
+		}
+		if same := ra.Cmp(rb) == 0; same != (ArgsDigest(json.RawMessage(`{"n":`+a+`}`)) == ArgsDigest(json.RawMessage(`{"n":`+b+`}`))) {
+			t.Fatalf("%s and %s: values equal %v, digests disagree", a, b, same)
+		}
+		if strict, err := Canonicalize([]byte(a)); err == nil {
+			if v, ok := exactValue(string(strict), 3000); ok && v.Cmp(ra) == 0 && string(strict) != string(ca) {
+				t.Fatalf("%s: RFC 8785 form %s is exact, but the exact form is %s", a, strict, ca)
+			}
+		}
+	})
 }

@@ -792,6 +792,67 @@ func BenchmarkSealThenOpen(b *testing.B) {
 	}
 }
 
+// State sealed for one big integer does not open for the next one, which
+// rounds to the same double; it does open for another spelling of the
+// same value.
+func TestStateBindsBigIntegerArgumentsExactly(t *testing.T) {
+	s := &Sealer{Codec: mustRing(t, secret(1)), Now: (&fakeClock{t: epoch}).Now}
+	b := deployBinding()
+	b.Args = json.RawMessage(`{"id": 12345678901234567890123456789}`)
+	tok, _, err := s.Seal(context.Background(), b, &Claims{FlowID: "f", Round: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := b
+	other.Args = json.RawMessage(`{"id": 12345678901234567890123456790}`)
+	if _, err := s.Open(context.Background(), tok, other); err == nil {
+		t.Fatal("state sealed for id …789 opened for id …790")
+	} else if r, ok := errors.AsType[*Rejection](err); !ok || r.Reason != ReasonBinding {
+		t.Fatalf("want a binding rejection, got %v", err)
+	}
+	respelled := b
+	respelled.Args = json.RawMessage(`{"id":1.2345678901234567890123456789e28}`)
+	if _, err := s.Open(context.Background(), tok, respelled); err != nil {
+		t.Fatalf("the same value spelled otherwise: %v", err)
+	}
+}
+
+// FuzzTokenFromJSON reads arbitrary requestState values as they arrive in
+// request params. It never panics; a token it returns is exactly the JSON
+// string encoding/json reads, "no state" is only absent or null, and any
+// other value is a non_string rejection. What it returns then goes through
+// Sealer.Open, which accepts nothing it did not mint.
+func FuzzTokenFromJSON(f *testing.F) {
+	s := &Sealer{Codec: mustRing(f, secret(1)), Now: (&fakeClock{t: epoch}).Now}
+	b := deployBinding()
+	for _, seed := range []string{``, `null`, ` null `, `"v1.AAAA"`, `"v1.\u0041"`, `123`, `{"token":"x"}`, `["v1."]`,
+		`"\ud800"`, `"v1.` + strings.Repeat("A", 80) + `"`, `nul`, `"unterminated`, `"a" "b"`, "\"v1.\x00\""} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		tok, present, err := TokenFromJSON(raw)
+		trimmed := strings.Trim(string(raw), " \t\r\n")
+		switch {
+		case err != nil:
+			if r, ok := errors.AsType[*Rejection](err); !ok || r.Reason != ReasonNonString || present || tok != "" {
+				t.Fatalf("%q: error %v (present %v, token %q), want a bare non_string rejection", raw, err, present, tok)
+			}
+		case !present:
+			if trimmed != "" && trimmed != "null" {
+				t.Fatalf("%q read as no state", raw)
+			}
+		default:
+			var want string
+			if json.Unmarshal(raw, &want) != nil || want != tok {
+				t.Fatalf("%q read as token %q; encoding/json reads %q", raw, tok, want)
+			}
+			if _, err := s.Open(context.Background(), tok, b); err == nil {
+				t.Fatalf("Open accepted %q, which was never minted", tok)
+			}
+		}
+	})
+}
+
 func TestARejectionNamesTheFlowOnlyWhenTheStateOpenedForTheTenant(t *testing.T) {
 	s, clk := newSealer(t)
 	b := deployBinding()

@@ -21,6 +21,7 @@ import (
 	"github.com/opsmcp/platform/api"
 	"github.com/opsmcp/platform/auth"
 	"github.com/opsmcp/platform/config"
+	"github.com/opsmcp/platform/egress"
 	"github.com/opsmcp/platform/keys"
 	"github.com/opsmcp/platform/store"
 	"github.com/opsmcp/platform/telemetry"
@@ -128,16 +129,23 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		return nil, err
 	}
 	topts := tenants.Options{
-		Store:                st,
-		Logger:               log,
-		PublicURL:            cfg.PublicURL,
-		MaxBodyBytes:         cfg.MaxMCPBodyBytes,
-		AllowPrivateWebhooks: cfg.AllowPrivateWebhooks,
-		WebhookMaxResponse:   cfg.WebhookMaxResponse,
-		Refresh:              cfg.CatalogueRefresh,
-		StateKeys:            cfg.StateKeys,
-		Keys:                 keyRings(km),
-		Version:              version,
+		Store:               st,
+		Logger:              log,
+		PublicURL:           cfg.PublicURL,
+		MaxBodyBytes:        cfg.MaxMCPBodyBytes,
+		AllowPrivateTargets: cfg.PrivateTargets(),
+		WebhookMaxResponse:  cfg.WebhookMaxResponse,
+		Refresh:             cfg.CatalogueRefresh,
+		StateKeys:           cfg.StateKeys,
+		Keys:                keyRings(km),
+		Version:             version,
+		// Discovery and JWKS fetches dial through the same egress policy as
+		// webhooks: the issuer URL is the tenant's to choose.
+		Verifier: auth.NewVerifier(auth.VerifierOptions{
+			Egress:         egress.Policy{AllowPrivate: cfg.PrivateTargets()},
+			TokenCacheTTL:  cfg.TokenCacheTTL,
+			TokenCacheSize: cfg.TokenCacheSize,
+		}),
 	}
 	for _, o := range opts {
 		o(&topts)

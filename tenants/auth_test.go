@@ -16,6 +16,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/opsmcp/platform/auth"
+	"github.com/opsmcp/platform/egress"
 	"github.com/opsmcp/platform/internal/oidctest"
 	"github.com/opsmcp/platform/internal/platformtest"
 	"github.com/opsmcp/platform/server"
@@ -182,7 +183,7 @@ func b64(v any) string {
 
 func TestEveryKindOfBadTokenIsRefusedAndLoggedWithoutTheToken(t *testing.T) {
 	op := oidctest.Start(t)
-	verifier := auth.NewVerifier(nil, time.Hour)
+	verifier := auth.NewVerifier(auth.VerifierOptions{Egress: egress.Policy{AllowPrivate: true}, MinRefetch: time.Hour})
 	clock := time.Now()
 	verifier.Now = func() time.Time { return clock }
 	p := platformtest.Start(t, platformtest.SQLiteURL(t), platformtest.WithServer(server.WithVerifier(verifier)))

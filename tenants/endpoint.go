@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/auth"
+	"github.com/opsmcp/platform/egress"
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/store"
@@ -30,8 +31,9 @@ type Options struct {
 	PublicURL string
 	// MaxBodyBytes caps an MCP request body.
 	MaxBodyBytes int64
-	// AllowPrivateWebhooks lets webhooks resolve to private addresses.
-	AllowPrivateWebhooks bool
+	// AllowPrivateTargets lets webhooks (and the default verifier's
+	// discovery and key fetches) reach private addresses.
+	AllowPrivateTargets bool
 	// WebhookMaxResponse caps a webhook's answer.
 	WebhookMaxResponse int64
 	// Refresh is how often catalogue changes and flow cancellations made
@@ -99,7 +101,7 @@ func New(ctx context.Context, opts Options) (*Endpoint, error) {
 		opts.Version = "dev"
 	}
 	if opts.Verifier == nil {
-		opts.Verifier = auth.NewVerifier(nil, 0)
+		opts.Verifier = auth.NewVerifier(auth.VerifierOptions{Egress: egress.Policy{AllowPrivate: opts.AllowPrivateTargets}})
 	}
 	rings := opts.Keys
 	if rings == nil {
@@ -122,7 +124,7 @@ func New(ctx context.Context, opts Options) (*Endpoint, error) {
 	e.catalogues = newCatalogues(opts.Store, log, opts.Refresh, opts.Version, opts.PublicURL, e.hub.publish)
 	e.flows = &flowEngine{
 		sealing:  &sealing{rings: rings, revoked: e.revoked, now: time.Now},
-		webhooks: newWebhookClient(opts.AllowPrivateWebhooks, opts.WebhookMaxResponse, opts.Telemetry),
+		webhooks: newWebhookClient(opts.AllowPrivateTargets, opts.WebhookMaxResponse, opts.Telemetry),
 		log:      log,
 	}
 	e.sinks = append(sinks{e.tel}, opts.Sinks...)

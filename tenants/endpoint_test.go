@@ -340,7 +340,7 @@ func TestWebhookFailuresBecomeToolErrorsNamingTheFailure(t *testing.T) {
 
 func TestPrivateWebhookAddressesAreRefusedByDefault(t *testing.T) {
 	h := newHook(t, replyText("x"))
-	p := setup(t, h, platformtest.WithConfig(func(c *config.Config) { c.AllowPrivateWebhooks = false }))
+	p := setup(t, h, platformtest.WithConfig(func(c *config.Config) { c.AllowPrivateTargets = false }))
 	// A hostname that resolves to loopback is refused too: the check is on
 	// the address dialled.
 	p.Tool(t, "acme", echoTool("byname", strings.Replace(h.URL, "127.0.0.1", "localhost", 1)))

@@ -11,16 +11,15 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/netip"
 	neturl "net/url"
 	"sync"
-	"syscall"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/opsmcp/platform/egress"
 	"github.com/opsmcp/platform/telemetry"
 	"github.com/opsmcp/platform/webhook"
 )
@@ -47,64 +46,18 @@ type webhookClient struct {
 	names       map[[2]string]string            // kind, target -> span name
 }
 
-// blockedPrefixes are address ranges a webhook may not reach unless the
-// operator allows private targets: loopback, RFC 1918, CGNAT, link-local
-// (including cloud metadata at 169.254.169.254), ULA, multicast and
-// unspecified addresses, and IPv4-mapped forms of them.
-var blockedPrefixes = func() []netip.Prefix {
-	var out []netip.Prefix
-	for _, s := range []string{
-		"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
-		"172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4",
-		"::/128", "::1/128", "fc00::/7", "fe80::/10", "ff00::/8", "64:ff9b::/96",
-	} {
-		out = append(out, netip.MustParsePrefix(s))
-	}
-	return out
-}()
-
-// errBlockedAddress marks a connection refused by the SSRF guard.
-var errBlockedAddress = errors.New("address not allowed")
-
-// blocked reports whether ip is in a range webhooks may not reach.
-func blocked(ip netip.Addr) bool {
-	ip = ip.Unmap()
-	for _, p := range blockedPrefixes {
-		if p.Contains(ip) {
-			return true
-		}
-	}
-	return false
-}
-
 func newWebhookClient(allowPrivate bool, maxResponse int64, tel *telemetry.Telemetry) *webhookClient {
-	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
-	if !allowPrivate {
-		// The check runs on the address actually dialled, after DNS
-		// resolution, so a hostname that resolves (or re-resolves) to a
-		// private address is refused too.
-		dialer.Control = func(network, address string, _ syscall.RawConn) error {
-			ap, err := netip.ParseAddrPort(address)
-			if err != nil || blocked(ap.Addr()) {
-				return fmt.Errorf("%w: %s", errBlockedAddress, address)
-			}
-			return nil
-		}
-	}
-	tr := &http.Transport{
-		Proxy:                 nil, // a proxy would bypass the address check
-		DialContext:           dialer.DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          256,
-		MaxIdleConnsPerHost:   32,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   5 * time.Second,
-		ResponseHeaderTimeout: 0, // bounded by the per-tool deadline
-		// No Accept-Encoding: gzip. Answers are small JSON from backends
-		// near the platform; compressing them costs both sides CPU for
-		// little, and the response limit then counts bytes as sent.
-		DisableCompression: true,
-	}
+	// Every connection, redirects aside (never followed), dials through the
+	// egress policy: it checks the address actually dialled, after DNS.
+	policy := &egress.Policy{AllowPrivate: allowPrivate}
+	tr := policy.Transport()
+	tr.MaxIdleConns = 256
+	tr.MaxIdleConnsPerHost = 32
+	tr.ResponseHeaderTimeout = 0 // bounded by the per-tool deadline
+	// No Accept-Encoding: gzip. Answers are small JSON from backends near
+	// the platform; compressing them costs both sides CPU for little, and
+	// the response limit then counts bytes as sent.
+	tr.DisableCompression = true
 	return &webhookClient{
 		http: &http.Client{
 			Transport: tr,
@@ -343,7 +296,7 @@ func checkResponse(r *webhook.Response) error {
 // internals such as resolved addresses of private networks.
 func classify(ctx context.Context, err error, timeout time.Duration) error {
 	switch {
-	case errors.Is(err, errBlockedAddress):
+	case errors.Is(err, egress.ErrRefused):
 		return &WebhookError{Class: "refused_address", Detail: "the webhook URL resolves to a private, loopback or link-local address, which this platform does not call"}
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return &WebhookError{Class: "timeout", Detail: fmt.Sprintf("no complete answer within %s", timeout)}

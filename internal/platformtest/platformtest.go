@@ -138,7 +138,7 @@ func Start(t testing.TB, dbURL string, opts ...Option) *Platform {
 	cfg.Listen = ln.Addr().String()
 	cfg.PublicURL = "http://" + ln.Addr().String()
 	cfg.BootstrapToken = AdminToken
-	cfg.AllowPrivateWebhooks = true
+	cfg.AllowPrivateTargets = true
 	cfg.SecretsKeys = SecretsKey
 	cfg.CatalogueRefresh = 50 * time.Millisecond
 	cfg.ShutdownTimeout = 5 * time.Second

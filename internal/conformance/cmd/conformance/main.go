@@ -166,7 +166,7 @@ func start(work string) (string, func(), error) {
 	cfg.Listen = ln.Addr().String()
 	cfg.PublicURL = "http://" + ln.Addr().String()
 	cfg.BootstrapToken = token
-	cfg.AllowPrivateWebhooks = true
+	cfg.AllowPrivateTargets = true
 	logFile, err := os.Create(filepath.Join(work, "platform.log"))
 	if err != nil {
 		return "", nil, err
