@@ -9,16 +9,16 @@ import (
 
 // AuditEntry is one admin action.
 type AuditEntry struct {
-	ID         string    `gorm:"primaryKey" json:"id"`
-	At         time.Time `json:"at"`
-	Actor      string    `json:"actor"`
-	Action     string    `json:"action"`
+	ID     string    `gorm:"primaryKey" json:"id"`
+	At     time.Time `json:"at"`
+	Actor  string    `json:"actor"`
+	Action string    `json:"action"`
 	// TenantID is the tenant acted on; TenantSlug is its slug then, for
 	// display (a slug can pass to a new tenant, an id never does).
-	TenantID   string    `json:"tenantId,omitempty"`
-	TenantSlug string    `json:"tenant,omitempty"`
-	Object     string    `json:"object,omitempty"`
-	RemoteAddr string    `json:"remoteAddr,omitempty"`
+	TenantID   string `json:"tenantId,omitempty"`
+	TenantSlug string `json:"tenant,omitempty"`
+	Object     string `json:"object,omitempty"`
+	RemoteAddr string `json:"remoteAddr,omitempty"`
 	// Detail is a JSON object of non-secret facts about the action.
 	Detail string `json:"-"`
 }
