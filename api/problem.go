@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -37,6 +38,7 @@ var (
 	probMalformed    = problemKind{"malformed-request", "Malformed request", http.StatusBadRequest}
 	probValidation   = problemKind{"validation-failed", "Validation failed", http.StatusUnprocessableEntity}
 	probTooLarge     = problemKind{"body-too-large", "Request body too large", http.StatusRequestEntityTooLarge}
+	probTimeout      = problemKind{"request-timeout", "Request timeout", http.StatusRequestTimeout}
 	probMediaType    = problemKind{"unsupported-media-type", "Unsupported media type", http.StatusUnsupportedMediaType}
 	probNotFound     = problemKind{"not-found", "Not found", http.StatusNotFound}
 	probConflict     = problemKind{"conflict", "Conflict", http.StatusConflict}
@@ -84,8 +86,8 @@ func decodeJSON(c *gin.Context, maxBytes int64, v any) *Problem {
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return probTooLarge.with(fmt.Sprintf("the body exceeds the %d-byte limit", maxBytes))
+		if errors.As(err, &mbe) || errors.Is(err, os.ErrDeadlineExceeded) {
+			return jsonProblem(err, maxBytes)
 		}
 		return probMalformed.with("the body must hold exactly one JSON object; found data after it")
 	}
@@ -102,6 +104,8 @@ func jsonProblem(err error, maxBytes int64) *Problem {
 	switch {
 	case errors.As(err, &mbe):
 		return probTooLarge.with(fmt.Sprintf("the body exceeds the %d-byte limit", maxBytes))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return probTimeout.with("the body did not arrive within the server's read timeout")
 	case errors.As(err, &syntax):
 		return probMalformed.with(fmt.Sprintf("invalid JSON at byte %d: %v", syntax.Offset, syntax))
 	case errors.Is(err, io.EOF):

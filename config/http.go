@@ -13,11 +13,10 @@ import (
 type HTTPConfig struct {
 	// ReadHeaderTimeout bounds reading a request's headers.
 	ReadHeaderTimeout time.Duration
-	// BodyReadTimeout bounds reading a request's body, from the end of
-	// its headers; a body still arriving then is cut off and the
-	// connection closed. Responses are not bounded by it, so streams
-	// outlive it.
-	BodyReadTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, headers and body; a
+	// body still arriving then is cut off and the connection closed.
+	// Responses are not bounded by it, so streams outlive it.
+	ReadTimeout time.Duration
 	// IdleTimeout bounds how long a kept-alive connection waits for its
 	// next request.
 	IdleTimeout time.Duration
@@ -32,7 +31,7 @@ type HTTPConfig struct {
 
 func httpFlags(fs *flag.FlagSet, h *HTTPConfig) {
 	fs.DurationVar(&h.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "how long a client may take to send a request's headers")
-	fs.DurationVar(&h.BodyReadTimeout, "body-read-timeout", 30*time.Second, "how long a client may take to send a request's body, counted from the end of its headers; a slower body is cut off (responses and streams are not limited by it)")
+	fs.DurationVar(&h.ReadTimeout, "read-timeout", 30*time.Second, "how long a client may take to send a whole request, headers and body; a slower body is cut off (responses and streams are not limited by it)")
 	fs.DurationVar(&h.IdleTimeout, "idle-timeout", 2*time.Minute, "how long a kept-alive connection may wait for its next request")
 	fs.StringVar(&h.TrustedProxies, "trusted-proxies", "", "comma-separated IP addresses or CIDR prefixes of reverse proxies whose X-Forwarded-For names the client (default: none; the connecting peer is the client)")
 	fs.StringVar(&h.MetricsListen, "metrics-listen", "", "separate address (host:port) serving /metrics, e.g. 127.0.0.1:9090; when set, the main listener does not serve it")
@@ -43,10 +42,13 @@ func (h *HTTPConfig) validate() []error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"read-header-timeout", h.ReadHeaderTimeout}, {"body-read-timeout", h.BodyReadTimeout}, {"idle-timeout", h.IdleTimeout}} {
+	}{{"read-header-timeout", h.ReadHeaderTimeout}, {"read-timeout", h.ReadTimeout}, {"idle-timeout", h.IdleTimeout}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be a positive duration, like 30s", d.name))
 		}
+	}
+	if h.ReadTimeout > 0 && h.ReadTimeout < h.ReadHeaderTimeout {
+		errs = append(errs, fmt.Errorf("read-timeout (%s, the whole request) must not be shorter than read-header-timeout (%s)", h.ReadTimeout, h.ReadHeaderTimeout))
 	}
 	if _, err := h.Proxies(); err != nil {
 		errs = append(errs, err)

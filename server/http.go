@@ -6,59 +6,12 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/opsmcp/platform/auth"
 )
-
-// bodyDeadline bounds how long a request's body may take to arrive,
-// counted from the end of its headers: a body still trickling in then
-// fails to read, and the connection is closed. http.Server's ReadTimeout
-// would bound the body too, but its deadline stays on the connection
-// while the response is written, and the server's background read (that
-// notices a client going away) then fails and cancels the request's
-// context: every stream (subscriptions/listen, progress) would end at
-// that deadline. So the deadline is set per request that has a body, and
-// lifted as soon as the body has been read to its end.
-func bodyDeadline(d time.Duration, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body == nil || r.Body == http.NoBody {
-			next.ServeHTTP(w, r)
-			return
-		}
-		rc := http.NewResponseController(w)
-		if err := rc.SetReadDeadline(time.Now().Add(d)); err != nil {
-			// A writer without a connection (an in-process test): nothing
-			// to bound.
-			next.ServeHTTP(w, r)
-			return
-		}
-		r.Body = &deadlineBody{ReadCloser: r.Body, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// deadlineBody lifts the connection's read deadline once the body has
-// been read to its end. A body not read to its end keeps the deadline,
-// which then also bounds the server's discarding of the rest.
-type deadlineBody struct {
-	io.ReadCloser
-	once sync.Once
-	lift func()
-}
-
-func (b *deadlineBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if errors.Is(err, io.EOF) {
-		b.once.Do(b.lift)
-	}
-	return n, err
-}
 
 // metricsAuth serves the Prometheus exposition, behind a bearer token
 // when one is configured (tenant slugs are labels).
@@ -107,8 +60,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return &http.Server{
 			Handler:           handler,
 			ReadHeaderTimeout: h.ReadHeaderTimeout,
-			IdleTimeout:       h.IdleTimeout,
-			BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+			// ReadTimeout bounds reading the whole request, so a body
+			// trickling in is cut off. It does not bound the response: the
+			// server lifts the read deadline once the body has been read
+			// to its end (to watch for the client leaving), so streams
+			// outlive it (TestTheReadDeadlineEndsWithTheBody). There is no
+			// WriteTimeout for the same reason: it would end every stream.
+			ReadTimeout: h.ReadTimeout,
+			IdleTimeout: h.IdleTimeout,
+			BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 		}
 	}
 	type served struct {
@@ -118,7 +78,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	all := []served{{newServer(s.handler), ln}}
 	if s.metricsLn != nil {
 		all = append(all, served{newServer(s.metricsHandler), s.metricsLn})
-		s.metricsLn = nil // Serve owns it now: Shutdown closes it
 	}
 	errc := make(chan error, len(all))
 	for _, sv := range all {

@@ -228,7 +228,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		if cfg.HTTP.MetricsListen == "" {
 			r.GET("/metrics", gin.WrapH(mh))
 		} else {
-			s.metricsHandler = metricsOnly(bodyDeadline(cfg.HTTP.BodyReadTimeout, mh))
+			s.metricsHandler = metricsOnly(mh)
 		}
 	}
 	mcp := gin.WrapH(reg)
@@ -242,7 +242,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	r.NoMethod(func(c *gin.Context) {
 		c.JSON(http.StatusMethodNotAllowed, gin.H{"type": "urn:opsmcp:problem:method-not-allowed", "title": "Method not allowed", "status": 405})
 	})
-	s.handler = bodyDeadline(cfg.HTTP.BodyReadTimeout, r)
+	s.handler = r
 	if s.metricsHandler != nil {
 		if s.metricsLn, err = net.Listen("tcp", cfg.HTTP.MetricsListen); err != nil {
 			s.Close()
@@ -344,7 +344,7 @@ func (s *Server) Telemetry() *telemetry.Telemetry { return s.tel }
 // Close stops background work, flushes telemetry (spans still queued,
 // the last metric export; at most five seconds) and closes the database.
 func (s *Server) Close() error {
-	if s.metricsLn != nil { // opened by New, never served
+	if s.metricsLn != nil { // closed already if Serve ran; else opened by New and never served
 		s.metricsLn.Close()
 	}
 	s.registry.Close()
