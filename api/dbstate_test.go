@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/store"
 )
 
 // adminTables are the tables the admin API writes to.
@@ -12,12 +12,12 @@ var adminTables = []string{"tenants", "retired_slugs", "catalogue_items", "revok
 
 // dbState is every row of the admin API's tables, as one comparable
 // string: two equal states mean nothing was written in between.
-func dbState(t testing.TB, p *platformtest.Platform) string {
+func dbState(t testing.TB, st *store.Store) string {
 	t.Helper()
 	all := map[string][]map[string]any{}
 	for _, table := range adminTables {
 		var rows []map[string]any
-		if err := p.Server.Store().DB().Table(table).Order("1").Find(&rows).Error; err != nil {
+		if err := st.DB().Table(table).Order("1").Find(&rows).Error; err != nil {
 			t.Fatalf("read %s: %v", table, err)
 		}
 		all[table] = rows

@@ -391,6 +391,19 @@ func (s *Server) auditLog(c *gin.Context) {
 		}
 		tenantID = t.ID
 	}
+	if a.Role == RoleTenantAdmin && tenantID != "" && slices.Contains(a.TenantIDs, tenantID) {
+		// A session names the tenants of its sign-in; one deleted since
+		// grants nothing, its history included.
+		live, err := s.opts.Store.TenantSlugsByID(c.Request.Context(), []string{tenantID})
+		if err != nil {
+			s.storeProblem(c, err)
+			return
+		}
+		if _, ok := live[tenantID]; !ok {
+			s.refuse(c, "out_of_scope", probNotFound.with("tenant \""+tenantID+"\": not found"))
+			return
+		}
+	}
 	if a.Role == RoleTenantAdmin && !slices.Contains(a.TenantIDs, tenantID) {
 		if tenantID != "" {
 			name := slug

@@ -87,10 +87,10 @@ func TestGrantsBindTheTenantNotItsSlug(t *testing.T) {
 				for _, probe := range []struct{ method, path string }{
 					{"GET", "/api/v1/tenants/acme"}, {"PATCH", "/api/v1/tenants/acme"}, {"DELETE", "/api/v1/tenants/acme"},
 					{"GET", "/api/v1/tenants/acme/tools"}, {"POST", "/api/v1/tenants/acme/tools"},
-					{"GET", "/api/v1/audit?tenant=acme"}, {"GET", "/api/v1/audit?tenantId=" + newID},
+					{"GET", "/api/v1/audit?tenant=acme"}, {"GET", "/api/v1/audit?tenantId=" + newID}, {"GET", "/api/v1/audit?tenantId=" + oldID},
 				} {
 					r := c.do(t, p, probe.method, probe.path, map[string]any{"displayName": "x"})
-					ghost := c.do(t, p, probe.method, strings.ReplaceAll(strings.ReplaceAll(probe.path, "acme", "ghost"), newID, "tn_ghost"), map[string]any{"displayName": "x"})
+					ghost := c.do(t, p, probe.method, strings.NewReplacer("acme", "ghost", newID, "tn_ghost", oldID, "tn_ghost").Replace(probe.path), map[string]any{"displayName": "x"})
 					if r.Status != 404 || ghost.Status != 404 || problemType(t, r) != "not-found" || problemType(t, ghost) != "not-found" {
 						t.Errorf("%s: %s %s after the slug was reused: %d (a tenant that does not exist: %d) %s", c.name, probe.method, probe.path, r.Status, ghost.Status, r.Body)
 					}

@@ -41,7 +41,7 @@ func TestViewersCauseNoWrites(t *testing.T) {
 				}
 			}
 			noRing()
-			before := dbState(t, p)
+			before := dbState(t, p.Server.Store())
 
 			for _, path := range []string{"/api/v1/me", "/api/v1/audit", "/api/v1/audit?tenant=acme", "/api/v1/tenants", "/api/v1/tenants/acme",
 				"/api/v1/tenants/acme/tools", "/api/v1/tenants/acme/tools/weather", "/api/v1/tenants/acme/prompts",
@@ -72,17 +72,17 @@ func TestViewersCauseNoWrites(t *testing.T) {
 				t.Fatalf("admin reading a ring that does not exist: %d %s", r.Status, r.Body)
 			}
 			noRing()
-			if after := dbState(t, p); after != before {
+			if after := dbState(t, p.Server.Store()); after != before {
 				t.Fatalf("reads and refused writes changed the database:\nbefore %s\nafter  %s", before, after)
 			}
 
 			// Once a ring exists, the viewer reads it, and still writes nothing.
 			p.MustAdmin(t, 201, "POST", "/api/v1/tenants/acme/keys", map[string]any{})
-			before = dbState(t, p)
+			before = dbState(t, p.Server.Store())
 			if r := as(t, p, viewer, "GET", "/api/v1/tenants/acme/keys", nil); r.Status != 200 || !strings.Contains(string(r.Body), `"phase":"steady"`) {
 				t.Fatalf("viewer reading the ring: %d %s", r.Status, r.Body)
 			}
-			if after := dbState(t, p); after != before {
+			if after := dbState(t, p.Server.Store()); after != before {
 				t.Fatalf("a viewer's read of the ring wrote:\nbefore %s\nafter  %s", before, after)
 			}
 		})

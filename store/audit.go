@@ -18,6 +18,9 @@ type AuditEntry struct {
 	TenantID   string `json:"tenantId,omitempty"`
 	TenantSlug string `json:"tenant,omitempty"`
 	Object     string `json:"object,omitempty"`
+	// RemoteAddr is the client's address: the connecting peer's, or,
+	// when the peer is a trusted proxy, the one its X-Forwarded-For
+	// reports.
 	RemoteAddr string `json:"remoteAddr,omitempty"`
 	// Detail is a JSON object of non-secret facts about the action.
 	Detail string `json:"-"`
