@@ -378,11 +378,13 @@ func (s *Server) auditLog(c *gin.Context) {
 	case slug != "":
 		t, err := s.opts.Store.GetTenant(c.Request.Context(), slug)
 		if errors.Is(err, store.ErrNotFound) {
-			detail := "tenant \"" + slug + "\": not found"
-			if a.Role != RoleTenantAdmin {
-				detail += "; a deleted tenant's entries are read with ?tenantId="
+			p := probNotFound.with("tenant \"" + slug + "\": not found")
+			if a.Role == RoleTenantAdmin {
+				s.refuse(c, "out_of_scope", p)
+				return
 			}
-			s.refuse(c, "out_of_scope", probNotFound.with(detail))
+			p.Detail += "; a deleted tenant's entries are read with ?tenantId="
+			writeProblem(c, p)
 			return
 		}
 		if err != nil {
