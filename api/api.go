@@ -26,8 +26,9 @@ type Admin struct {
 	Subject string
 	// Role is RolePlatformAdmin, RoleTenantAdmin or RoleViewer.
 	Role string
-	// Tenants are the slugs a tenant admin may touch.
-	Tenants []string
+	// TenantIDs are the tenants a tenant admin may touch, by id: a grant
+	// follows its tenant, never a slug that may pass to a new tenant.
+	TenantIDs []string
 }
 
 // Authenticator decides who is calling. It returns ErrUnauthenticated
@@ -129,20 +130,48 @@ func Register(r gin.IRouter, opts Options) *Server {
 func (s *Server) authenticate(c *gin.Context) {
 	if s.opts.Auth == nil {
 		c.Header("WWW-Authenticate", `Bearer realm="platform-admin"`)
-		writeProblem(c, probUnauthorized.with("admin authentication is not configured on this server"))
+		s.refuse(c, "not_configured", probUnauthorized.with("admin authentication is not configured on this server"))
 		return
 	}
 	admin, err := s.opts.Auth.Authenticate(c.Request)
 	if err != nil {
+		reason := "no_credential"
 		if !errors.Is(err, ErrUnauthenticated) {
+			reason = "authentication_error"
 			s.log.Warn("admin authentication failed", "err", err)
+		} else if presentsCredential(c.Request) {
+			reason = "bad_credential"
 		}
 		c.Header("WWW-Authenticate", `Bearer realm="platform-admin"`)
-		writeProblem(c, probUnauthorized.with("a valid admin bearer token is required"))
+		s.refuse(c, reason, probUnauthorized.with("a valid admin bearer token is required"))
 		return
 	}
 	c.Set("admin", admin)
 	c.Next()
+}
+
+// presentsCredential reports whether a request carries something meant
+// as an admin credential (a bearer token or a session cookie).
+func presentsCredential(r *http.Request) bool {
+	if _, ok := auth.BearerToken(r.Header); ok || r.Header.Get("Authorization") != "" {
+		return true
+	}
+	_, err := r.Cookie(auth.SessionCookie)
+	return err == nil
+}
+
+// refuse answers a refused admin request with p and logs the refusal:
+// why, who when known, and from where (the client address as the
+// trusted proxies report it, and the connecting peer). Never the
+// credential.
+func (s *Server) refuse(c *gin.Context, reason string, p *Problem) {
+	attrs := []any{"status", p.Status, "reason", reason, "method", c.Request.Method, "path", c.Request.URL.Path,
+		"client", c.ClientIP(), "peer", c.RemoteIP()}
+	if a := adminOf(c); a != "" {
+		attrs = append(attrs, "admin", a)
+	}
+	s.log.WarnContext(c.Request.Context(), "admin request refused", attrs...)
+	writeProblem(c, p)
 }
 
 // changed reports a successful write.

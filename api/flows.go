@@ -150,18 +150,7 @@ func (s *Server) visibleTenants(c *gin.Context) ([]string, error) {
 	if a.Role != RoleTenantAdmin {
 		return nil, nil
 	}
-	ids := []string{}
-	for _, slug := range a.Tenants {
-		t, err := s.opts.Store.GetTenant(c.Request.Context(), slug)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		ids = append(ids, t.ID)
-	}
-	return ids, nil
+	return append([]string{}, a.TenantIDs...), nil
 }
 
 // flowFilter reads a flow selection from query parameters (or, for a

@@ -31,7 +31,8 @@ var probKeyStore = problemKind{"key-store-unavailable", "Key store unavailable",
 //	POST  /tenants/{slug}/keys/rotate          rotate now (stage a new key at once)
 //	POST  /tenants/{slug}/keys/{key}/revoke    emergency revocation {confirm: key id}
 //
-// Every call, reads included, is audit-logged.
+// Every change is audit-logged. A read writes nothing, neither a ring
+// nor an audit entry: viewers may read, and a viewer causes no writes.
 func (s *Server) registerKeys(v1 gin.IRouter) {
 	g := v1.Group("/tenants/:slug/keys")
 	g.GET("", s.showKeys)
@@ -41,15 +42,16 @@ func (s *Server) registerKeys(v1 gin.IRouter) {
 	g.POST("/:key/revoke", s.revokeKey)
 }
 
-// keysTenant resolves the tenant, or answers the problem.
+// keysTenant is the tenant authorize resolved (so the ring acted on is
+// the one of the tenant whose grant was checked), or answers the problem.
 func (s *Server) keysTenant(c *gin.Context) (*store.Tenant, bool) {
 	if s.opts.Keys == nil {
 		writeProblem(c, probNotFound.with("per-tenant key rings are not enabled on this server (keys-provider is static)"))
 		return nil, false
 	}
-	t, err := s.opts.Store.GetTenant(c.Request.Context(), c.Param("slug"))
-	if err != nil {
-		s.storeProblem(c, err)
+	t := tenantOf(c)
+	if t == nil {
+		writeProblem(c, probNotFound.with("tenant \""+c.Param("slug")+"\": not found"))
 		return nil, false
 	}
 	return t, true
@@ -59,6 +61,9 @@ func (s *Server) keysTenant(c *gin.Context) (*store.Tenant, bool) {
 func (s *Server) keysAudit(c *gin.Context, action, object string, detail map[string]any) {
 	c.Set("audited", true) // this handler wrote its own, detailed entry
 	e := store.AuditEntry{Actor: adminOf(c), Action: action, TenantSlug: c.Param("slug"), Object: object, RemoteAddr: c.ClientIP()}
+	if t := tenantOf(c); t != nil {
+		e.TenantID, e.TenantSlug = t.ID, t.Slug
+	}
 	if err := s.opts.Store.Audit(context.WithoutCancel(c.Request.Context()), e, detail); err != nil {
 		s.log.Error("audit write failed", "action", action, "err", err)
 	}
@@ -82,7 +87,7 @@ func (s *Server) keysProblem(c *gin.Context, err error, v *keys.View) {
 	case errors.Is(err, store.ErrNotFound):
 		s.storeProblem(c, err)
 	case errors.Is(err, keys.ErrNoRing):
-		writeProblem(c, probNotFound.with("the tenant has no key ring; create one with POST …/keys or rotate"))
+		writeProblem(c, probNotFound.with("the tenant has no key ring yet: it gets one at its first request-state round (keys-auto-create), or create one with POST …/keys"))
 	case errors.Is(err, keys.ErrRingExists):
 		writeProblem(c, probConflict.with("the tenant already has a key ring"))
 	case errors.Is(err, keys.ErrRotationInProgress):
@@ -122,7 +127,6 @@ func (s *Server) showKeys(c *gin.Context) {
 		s.keysProblem(c, err, nil)
 		return
 	}
-	s.keysAudit(c, "keys.show", "", nil)
 	c.JSON(http.StatusOK, v)
 }
 

@@ -1,11 +1,13 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -37,6 +39,7 @@ var (
 	probMalformed    = problemKind{"malformed-request", "Malformed request", http.StatusBadRequest}
 	probValidation   = problemKind{"validation-failed", "Validation failed", http.StatusUnprocessableEntity}
 	probTooLarge     = problemKind{"body-too-large", "Request body too large", http.StatusRequestEntityTooLarge}
+	probTimeout      = problemKind{"request-timeout", "Request timeout", http.StatusRequestTimeout}
 	probMediaType    = problemKind{"unsupported-media-type", "Unsupported media type", http.StatusUnsupportedMediaType}
 	probNotFound     = problemKind{"not-found", "Not found", http.StatusNotFound}
 	probConflict     = problemKind{"conflict", "Conflict", http.StatusConflict}
@@ -76,20 +79,45 @@ func decodeJSON(c *gin.Context, maxBytes int64, v any) *Problem {
 	if mt, _, _ := strings.Cut(ct, ";"); strings.TrimSpace(strings.ToLower(mt)) != "application/json" {
 		return probMediaType.with(fmt.Sprintf("Content-Type must be application/json, not %q", ct))
 	}
-	body := http.MaxBytesReader(c.Writer, c.Request.Body, maxBytes)
-	dec := json.NewDecoder(body)
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxBytes))
+	if err != nil {
+		return jsonProblem(err, maxBytes)
+	}
+	if hasNUL(body) {
+		// No field takes one, and PostgreSQL cannot store one in text.
+		return probMalformed.with(`the body holds a NUL character (\u0000), which no field accepts`)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return jsonProblem(err, maxBytes)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return probTooLarge.with(fmt.Sprintf("the body exceeds the %d-byte limit", maxBytes))
-		}
 		return probMalformed.with("the body must hold exactly one JSON object; found data after it")
 	}
 	return nil
+}
+
+// hasNUL reports whether a JSON text decodes to a string holding U+0000:
+// a \u0000 escape (a raw NUL byte is not valid JSON anyway). An escape
+// is one preceded by an odd number of backslashes; "\\u0000" is the
+// text \u0000.
+func hasNUL(body []byte) bool {
+	for i := 0; ; {
+		j := bytes.Index(body[i:], []byte(`u0000`))
+		if j < 0 {
+			return bytes.IndexByte(body, 0) >= 0
+		}
+		j += i
+		n := 0
+		for k := j - 1; k >= 0 && body[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 1 {
+			return true
+		}
+		i = j + 1
+	}
 }
 
 // jsonProblem turns a decoding error into a precise problem.
@@ -102,6 +130,8 @@ func jsonProblem(err error, maxBytes int64) *Problem {
 	switch {
 	case errors.As(err, &mbe):
 		return probTooLarge.with(fmt.Sprintf("the body exceeds the %d-byte limit", maxBytes))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return probTimeout.with("the body did not arrive within the server's read timeout")
 	case errors.As(err, &syntax):
 		return probMalformed.with(fmt.Sprintf("invalid JSON at byte %d: %v", syntax.Offset, syntax))
 	case errors.Is(err, io.EOF):

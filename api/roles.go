@@ -75,7 +75,9 @@ func (c Chain) Authenticate(r *http.Request) (*Admin, error) {
 // SessionAuth authenticates the admin UI's signed session cookie.
 type SessionAuth struct{ Signer *auth.Signer }
 
-// Authenticate implements Authenticator.
+// Authenticate implements Authenticator. A tenant admin's grants are the
+// tenants its claimed slugs named at sign-in (the session's record), so
+// a slug given to a new tenant since does not carry them over.
 func (s SessionAuth) Authenticate(r *http.Request) (*Admin, error) {
 	sess, err := auth.SessionFrom(r, s.Signer)
 	if err != nil {
@@ -85,7 +87,27 @@ func (s SessionAuth) Authenticate(r *http.Request) (*Admin, error) {
 	if role == "" {
 		return nil, ErrUnauthenticated
 	}
-	return &Admin{Subject: sess.Issuer + "#" + sess.Subject, Role: role, Tenants: slugs}, nil
+	a := &Admin{Subject: sess.Issuer + "#" + sess.Subject, Role: role}
+	for _, slug := range slugs {
+		if id := sess.Tenants[slug]; id != "" {
+			a.TenantIDs = append(a.TenantIDs, id)
+		}
+	}
+	return a, nil
+}
+
+// BindTenants returns the sign-in's tenant binding (auth.AdminLogin's
+// BindTenants): the tenant-admin slugs among roles, mapped to the
+// tenants holding them now. Slugs no tenant holds are left out, so they
+// grant nothing even if a tenant takes the slug later.
+func BindTenants(st *store.Store) func(ctx context.Context, roles []string) (map[string]string, error) {
+	return func(ctx context.Context, roles []string) (map[string]string, error) {
+		role, slugs := ParseRoles(roles)
+		if role != RoleTenantAdmin {
+			return nil, nil
+		}
+		return st.TenantIDsBySlug(ctx, slugs)
+	}
 }
 
 // TokenAuth authenticates API tokens (bearer "pat_…"), kept hashed.
@@ -111,13 +133,12 @@ func (a TokenAuth) Authenticate(r *http.Request) (*Admin, error) {
 	if err != nil {
 		return nil, err
 	}
-	var slugs []string
-	_ = json.Unmarshal([]byte(t.Tenants), &slugs)
-	return &Admin{Subject: "token:" + t.ID, Role: t.Role, Tenants: slugs}, nil
+	return &Admin{Subject: "token:" + t.ID, Role: t.Role, TenantIDs: t.TenantIDs}, nil
 }
 
-// may reports whether a may touch tenant slug with method.
-func (a *Admin) may(method, slug string) (allowed, visible bool) {
+// may reports whether a may touch the tenant with id tenantID with
+// method.
+func (a *Admin) may(method, tenantID string) (allowed, visible bool) {
 	read := method == http.MethodGet || method == http.MethodHead
 	switch a.Role {
 	case RolePlatformAdmin:
@@ -125,41 +146,70 @@ func (a *Admin) may(method, slug string) (allowed, visible bool) {
 	case RoleViewer:
 		return read, true
 	case RoleTenantAdmin:
-		mine := slices.Contains(a.Tenants, slug)
+		mine := tenantID != "" && slices.Contains(a.TenantIDs, tenantID)
 		return mine, mine
 	}
 	return false, false
 }
 
+// tenantOf is the tenant a request's route names, as authorize resolved
+// it before the handler ran (nil when it names none, or none exists).
+func tenantOf(c *gin.Context) *store.Tenant {
+	t, _ := c.Get("tenant")
+	tn, _ := t.(*store.Tenant)
+	return tn
+}
+
 // authorize applies the caller's role to every route: platform admins may
-// do anything; viewers only read; tenant admins only touch their tenants,
-// and get 404 (not 403) for any other tenant so names do not leak.
+// do anything; viewers only read; tenant admins only touch their tenants
+// (by id), and get 404 (not 403) for any other tenant so names do not
+// leak. It resolves the route's tenant once, for the grant check and the
+// audit entry.
 func (s *Server) authorize(c *gin.Context) {
 	a := c.MustGet("admin").(*Admin)
 	path := c.FullPath()
 	slug := c.Param("slug")
 	switch {
 	case slug != "":
-		allowed, visible := a.may(c.Request.Method, slug)
+		t, err := s.opts.Store.GetTenant(c.Request.Context(), slug)
+		switch {
+		case err == nil:
+			c.Set("tenant", t)
+		case errors.Is(err, store.ErrNotFound) && a.Role != RoleTenantAdmin:
+			// The handler answers, as for any missing object.
+		case errors.Is(err, store.ErrNotFound):
+			s.refuse(c, "out_of_scope", probNotFound.with("tenant \""+slug+"\": not found"))
+			return
+		default:
+			s.storeProblem(c, err)
+			return
+		}
+		var id string
+		if t != nil {
+			id = t.ID
+		}
+		allowed, visible := a.may(c.Request.Method, id)
 		if !visible {
-			writeProblem(c, probNotFound.with("tenant \""+slug+"\": not found"))
+			s.refuse(c, "out_of_scope", probNotFound.with("tenant \""+slug+"\": not found"))
 			return
 		}
 		if !allowed {
-			writeProblem(c, probForbidden.with("your role ("+a.Role+") may not change this"))
+			s.refuse(c, "role", probForbidden.with("your role ("+a.Role+") may not change this"))
 			return
 		}
 	case path == "/api/v1/tenants" && c.Request.Method == http.MethodPost,
 		strings.HasPrefix(path, "/api/v1/tokens"):
 		if a.Role != RolePlatformAdmin {
-			writeProblem(c, probForbidden.with("only platform admins may do this"))
+			s.refuse(c, "role", probForbidden.with("only platform admins may do this"))
 			return
 		}
 	}
 	c.Next()
 }
 
-// audit records every successful change, after it is made.
+// audit records every successful change, after it is made, against the
+// tenant's id (and its slug, for display) and the client's address as
+// the trusted proxies report it.
 func (s *Server) audit(c *gin.Context) {
 	c.Next()
 	if c.Request.Method == http.MethodGet || c.Request.Method == http.MethodHead || c.Writer.Status() >= 400 {
@@ -182,15 +232,32 @@ func (s *Server) audit(c *gin.Context) {
 	}
 	entry := store.AuditEntry{Actor: admin.Subject, Action: c.Request.Method + " " + c.FullPath(),
 		TenantSlug: c.Param("slug"), Object: object, RemoteAddr: c.ClientIP()}
+	if t := tenantOf(c); t != nil {
+		entry.TenantID, entry.TenantSlug = t.ID, t.Slug
+	}
 	ctx := context.WithoutCancel(c.Request.Context())
 	if err := s.opts.Store.Audit(ctx, entry, map[string]any{"status": c.Writer.Status()}); err != nil {
 		s.log.Error("audit write failed", "action", entry.Action, "err", err)
 	}
 }
 
+// me says who the caller is; a tenant admin's tenants are listed by
+// their slugs now (a deleted tenant is not listed) and by id.
 func (s *Server) me(c *gin.Context) {
 	a := c.MustGet("admin").(*Admin)
-	c.JSON(http.StatusOK, gin.H{"subject": a.Subject, "role": a.Role, "tenants": a.Tenants})
+	slugs, err := s.opts.Store.TenantSlugsByID(c.Request.Context(), a.TenantIDs)
+	if err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	tenants := []string{}
+	for _, id := range a.TenantIDs {
+		if slug, ok := slugs[id]; ok {
+			tenants = append(tenants, slug)
+		}
+	}
+	slices.Sort(tenants)
+	c.JSON(http.StatusOK, gin.H{"subject": a.Subject, "role": a.Role, "tenants": tenants, "tenantIds": nonNil(a.TenantIDs)})
 }
 
 type createTokenRequest struct {
@@ -248,12 +315,26 @@ func (s *Server) createToken(c *gin.Context) {
 	}
 	t := &store.APIToken{Name: req.Name, Hash: hashToken(tok), Role: req.Role, Tenants: string(slugs),
 		CreatedBy: adminOf(c), ExpiresAt: time.Now().UTC().Add(time.Duration(req.ExpiresInSeconds) * time.Second)}
-	if err := s.opts.Store.CreateAPIToken(c.Request.Context(), t); err != nil {
+	err := s.opts.Store.CreateAPIToken(c.Request.Context(), t, req.Tenants)
+	var unknown *store.UnknownSlugError
+	if errors.As(err, &unknown) {
+		writeProblem(c, probValidation.with("the token request is not valid",
+			FieldError{"tenants[" + strconv.Itoa(unknown.Index) + "]", "no tenant has this slug"}))
+		return
+	}
+	if err != nil {
 		s.storeProblem(c, err)
 		return
 	}
 	c.JSON(http.StatusCreated, gin.H{"id": t.ID, "name": t.Name, "role": t.Role, "tenants": req.Tenants,
-		"expiresAt": t.ExpiresAt, "token": tok})
+		"tenantIds": nonNil(t.TenantIDs), "expiresAt": t.ExpiresAt, "token": tok})
+}
+
+func nonNil(ids []string) []string {
+	if ids == nil {
+		return []string{}
+	}
+	return ids
 }
 
 func (s *Server) listTokens(c *gin.Context) {
@@ -266,8 +347,10 @@ func (s *Server) listTokens(c *gin.Context) {
 	for i, t := range ts {
 		var slugs []string
 		_ = json.Unmarshal([]byte(t.Tenants), &slugs)
-		out[i] = gin.H{"id": t.ID, "name": t.Name, "role": t.Role, "tenants": slugs, "createdBy": t.CreatedBy,
-			"createdAt": t.CreatedAt, "expiresAt": t.ExpiresAt, "revokedAt": t.RevokedAt}
+		// tenants are the slugs named at creation; tenantIds the grants
+		// left (a deleted tenant's is gone).
+		out[i] = gin.H{"id": t.ID, "name": t.Name, "role": t.Role, "tenants": slugs, "tenantIds": nonNil(t.TenantIDs),
+			"createdBy": t.CreatedBy, "createdAt": t.CreatedAt, "expiresAt": t.ExpiresAt, "revokedAt": t.RevokedAt}
 	}
 	c.JSON(http.StatusOK, listResponse[gin.H]{Items: out})
 }
@@ -280,14 +363,56 @@ func (s *Server) revokeToken(c *gin.Context) {
 	c.Status(http.StatusNoContent)
 }
 
-// auditLog lists admin actions, newest first; tenant admins see only
-// their tenants' entries.
+// auditLog lists admin actions, newest first. ?tenant=SLUG reads the
+// entries of the tenant holding the slug now (never those of an earlier
+// tenant that held it); ?tenantId=ID reads a tenant's by id, deleted
+// tenants' included. Tenant admins read one of their tenants at a time.
 func (s *Server) auditLog(c *gin.Context) {
 	a := c.MustGet("admin").(*Admin)
-	tenant := c.Query("tenant")
-	if a.Role == RoleTenantAdmin && !slices.Contains(a.Tenants, tenant) {
-		if tenant != "" {
-			writeProblem(c, probNotFound.with("tenant \""+tenant+"\": not found"))
+	slug, tenantID := c.Query("tenant"), c.Query("tenantId")
+	switch {
+	case slug != "" && tenantID != "":
+		writeProblem(c, probValidation.with("name the tenant once",
+			FieldError{"tenantId", "give tenant (a slug) or tenantId, not both"}))
+		return
+	case slug != "":
+		t, err := s.opts.Store.GetTenant(c.Request.Context(), slug)
+		if errors.Is(err, store.ErrNotFound) {
+			p := probNotFound.with("tenant \"" + slug + "\": not found")
+			if a.Role == RoleTenantAdmin {
+				s.refuse(c, "out_of_scope", p)
+				return
+			}
+			p.Detail += "; a deleted tenant's entries are read with ?tenantId="
+			writeProblem(c, p)
+			return
+		}
+		if err != nil {
+			s.storeProblem(c, err)
+			return
+		}
+		tenantID = t.ID
+	}
+	if a.Role == RoleTenantAdmin && tenantID != "" && slices.Contains(a.TenantIDs, tenantID) {
+		// A session names the tenants of its sign-in; one deleted since
+		// grants nothing, its history included.
+		live, err := s.opts.Store.TenantSlugsByID(c.Request.Context(), []string{tenantID})
+		if err != nil {
+			s.storeProblem(c, err)
+			return
+		}
+		if _, ok := live[tenantID]; !ok {
+			s.refuse(c, "out_of_scope", probNotFound.with("tenant \""+tenantID+"\": not found"))
+			return
+		}
+	}
+	if a.Role == RoleTenantAdmin && !slices.Contains(a.TenantIDs, tenantID) {
+		if tenantID != "" {
+			name := slug
+			if name == "" {
+				name = tenantID
+			}
+			s.refuse(c, "out_of_scope", probNotFound.with("tenant \""+name+"\": not found"))
 			return
 		}
 		writeProblem(c, probValidation.with("tenant admins read the audit log one tenant at a time",
@@ -307,7 +432,7 @@ func (s *Server) auditLog(c *gin.Context) {
 		}
 		before = t
 	}
-	entries, err := s.opts.Store.AuditLog(c.Request.Context(), tenant, before, limit)
+	entries, err := s.opts.Store.AuditLog(c.Request.Context(), tenantID, before, limit)
 	if err != nil {
 		s.storeProblem(c, err)
 		return

@@ -122,12 +122,15 @@ func TestAdminActionsAreAuditedWithWhoWhatWhereAndWhen(t *testing.T) {
 	p.Admin(t, "POST", "/api/v1/tenants/acme/tools", map[string]any{"name": "bad"}) // refused: not audited
 	ta := mintToken(t, p, "tenant-admin", "acme")
 	entries := as(t, p, ta, "GET", "/api/v1/audit?tenant=acme", nil).JSON(t)["items"].([]any)
-	if len(entries) != 1 {
+	if len(entries) != 2 { // the tool, then the tenant's creation
 		t.Fatalf("audit entries for acme: %v", entries)
 	}
 	e := entries[0].(map[string]any)
 	if e["actor"] != "bootstrap" || e["action"] != "POST /api/v1/tenants/:slug/tools" || e["tenant"] != "acme" || e["remoteAddr"] != "127.0.0.1" || e["at"] == "" {
 		t.Fatalf("entry %v", e)
+	}
+	if created := entries[1].(map[string]any); created["action"] != "POST /api/v1/tenants" || created["tenant"] != "acme" || created["tenantId"] != e["tenantId"] || e["tenantId"] == nil {
+		t.Fatalf("the tenant's creation is not audited under its id: %v", created)
 	}
 	all := p.MustAdmin(t, 200, "GET", "/api/v1/audit", nil)["items"].([]any)
 	if len(all) < 3 { // tenant, tool, token
@@ -138,6 +141,29 @@ func TestAdminActionsAreAuditedWithWhoWhatWhereAndWhen(t *testing.T) {
 	}
 }
 
+// signIn walks the admin sign-in at p through the provider's login page
+// as user, and returns the client holding the session and the answer
+// the sign-in ended with.
+func signIn(t *testing.T, p *platformtest.Platform, op *oidctest.Provider, user string) (*http.Client, *http.Response) {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	resp, err := c.Get(p.URL + "/admin/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	authID := resp.Request.URL.Query().Get("authRequestID")
+	if authID == "" {
+		t.Fatalf("the sign-in did not reach the provider's login page: %s", resp.Request.URL)
+	}
+	resp, err = c.PostForm(op.Issuer+"/login/username", url.Values{"id": {authID}, "username": {user}, "password": {oidctest.Password}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, resp
+}
+
 func TestAdminsSignInWithTheOIDCCodeFlowAndPKCE(t *testing.T) {
 	op := oidctest.Start(t)
 	oidctest.SetRoles("id1", "tenant-admin:acme")
@@ -145,28 +171,12 @@ func TestAdminsSignInWithTheOIDCCodeFlowAndPKCE(t *testing.T) {
 	clientID := "platform-admin-" + strings.ToLower(t.Name()[len(t.Name())-6:])
 	p := platformtest.Start(t, platformtest.SQLiteURL(t), platformtest.WithConfig(func(c *config.Config) {
 		c.AdminIssuer, c.AdminClientID, c.AdminClientSecret = op.Issuer, clientID, "s3cret"
+		c.KeepBootstrapToken = true // the test sets up tenants with it
 	}))
 	oidctest.RegisterWebClient(clientID, "s3cret", p.URL+"/admin/callback")
 	p.MustAdmin(t, 201, "POST", "/api/v1/tenants", map[string]any{"slug": "acme", "displayName": "Acme"})
 
-	signIn := func(user string) (*http.Client, *http.Response) {
-		jar, _ := cookiejar.New(nil)
-		c := &http.Client{Jar: jar}
-		resp, err := c.Get(p.URL + "/admin/login")
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		authID := resp.Request.URL.Query().Get("authRequestID")
-		if authID == "" {
-			t.Fatalf("the sign-in did not reach the provider's login page: %s", resp.Request.URL)
-		}
-		resp, err = c.PostForm(op.Issuer+"/login/username", url.Values{"id": {authID}, "username": {user}, "password": {oidctest.Password}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c, resp
-	}
+	signIn := func(user string) (*http.Client, *http.Response) { return signIn(t, p, op, user) }
 	c, resp := signIn(op.UserName(1))
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()

@@ -16,6 +16,9 @@ import (
 
 // tenantView is a tenant as the API shows it.
 type tenantView struct {
+	// ID never changes and is never reused; a slug can pass to a new
+	// tenant once its tenant is deleted.
+	ID          string          `json:"id"`
 	Slug        string          `json:"slug"`
 	DisplayName string          `json:"displayName"`
 	Disabled    bool            `json:"disabled"`
@@ -42,7 +45,7 @@ func (s *Server) view(t *store.Tenant) tenantView {
 		access = "bearer"
 	}
 	return tenantView{
-		Slug: t.Slug, DisplayName: t.DisplayName, Disabled: t.Disabled, Settings: set, Access: access,
+		ID: t.ID, Slug: t.Slug, DisplayName: t.DisplayName, Disabled: t.Disabled, Settings: set, Access: access,
 		Endpoint: strings.TrimSuffix(s.opts.PublicURL, "/") + "/t/" + t.Slug + "/mcp",
 		Version:  t.Version, CatalogueVersion: t.CatalogueVersion,
 		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
@@ -93,6 +96,7 @@ func (s *Server) createTenant(c *gin.Context) {
 		s.storeProblem(c, err)
 		return
 	}
+	c.Set("tenant", t) // the audit entry names the new tenant
 	s.log.Info("tenant created", "tenant", t.Slug, "admin", adminOf(c))
 	setETag(c, t.Version)
 	c.Header("Location", "/api/v1/tenants/"+t.Slug)
@@ -128,7 +132,7 @@ func (s *Server) listTenants(c *gin.Context) {
 			break
 		}
 		// A tenant admin sees only its tenants (pages may come out short).
-		if _, visible := admin.may(http.MethodGet, ts[i].Slug); visible {
+		if _, visible := admin.may(http.MethodGet, ts[i].ID); visible {
 			resp.Items = append(resp.Items, s.view(&ts[i]))
 		}
 	}

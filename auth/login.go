@@ -39,7 +39,11 @@ type AdminLogin struct {
 	Secure bool
 	// SessionTTL bounds a session (default 8 hours).
 	SessionTTL time.Duration
-	Logger     *slog.Logger
+	// BindTenants, when set, resolves the tenant slugs the roles name to
+	// the tenants holding them at sign-in (slug → id), recorded in the
+	// session so its grants follow those tenants, not their slugs.
+	BindTenants func(ctx context.Context, roles []string) (map[string]string, error)
+	Logger      *slog.Logger
 
 	mu       sync.Mutex
 	provider *oidc.Provider
@@ -143,6 +147,12 @@ func (l *AdminLogin) Callback(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		fail(http.StatusForbidden, err.Error(), nil)
 		return
+	}
+	if l.BindTenants != nil {
+		if sess.Tenants, err = l.BindTenants(r.Context(), sess.Roles); err != nil {
+			fail(http.StatusServiceUnavailable, "the tenants of the account's roles could not be read; try again shortly", err)
+			return
+		}
 	}
 	v, err := l.Signer.Sign(SessionCookie, sess)
 	if err != nil {

@@ -73,4 +73,10 @@ type Session struct {
 	Name    string    `json:"name,omitempty"`
 	Roles   []string  `json:"roles"`
 	Expires time.Time `json:"exp"`
+	// Tenants maps each tenant slug the roles name to the id of the
+	// tenant that held it at sign-in. Grants follow the id: when the
+	// tenant is deleted and its slug given to a new one, this session
+	// does not reach the new tenant (a fresh sign-in, whose claim names
+	// the slug, does).
+	Tenants map[string]string `json:"tenants,omitempty"`
 }

@@ -25,6 +25,9 @@ var namePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 const (
 	maxTitle       = 256
 	maxDescription = 16 << 10
+	// maxURI also keeps a resource's URI within what PostgreSQL can
+	// index (its unique index refuses entries over about 2.7 kB).
+	maxURI = 2048
 )
 
 // ValidateName checks a catalogue item name.
@@ -200,6 +203,9 @@ func ValidateResourceTemplate(rt *ResourceTemplate) error {
 func validateURI(u string) error {
 	if u == "" {
 		return errors.New("is required")
+	}
+	if len(u) > maxURI {
+		return fmt.Errorf("must be at most %d bytes", maxURI)
 	}
 	parsed, err := url.Parse(u)
 	if err != nil || parsed.Scheme == "" {

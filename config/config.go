@@ -23,6 +23,7 @@ type Config struct {
 	Listen               string
 	DatabaseURL          string
 	BootstrapToken       string
+	KeepBootstrapToken   bool
 	Migrate              bool
 	PublicURL            string
 	MaxBodyBytes         int64
@@ -57,6 +58,7 @@ type Config struct {
 	TokenCacheTTL time.Duration
 	// TokenCacheSize bounds how many verified tokens are remembered.
 	TokenCacheSize int
+	HTTP           HTTPConfig
 }
 
 // EnvName is the environment variable for a flag name:
@@ -71,7 +73,8 @@ func Flags(fs *flag.FlagSet) *Config {
 	c := &Config{}
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to listen on (host:port)")
 	fs.StringVar(&c.DatabaseURL, "database-url", "sqlite:data/platform.db", "database: sqlite:PATH for the embedded database, or postgres://… for PostgreSQL")
-	fs.StringVar(&c.BootstrapToken, "bootstrap-token", "", "admin bearer token for first start (kept only as a hash in memory; prefer the environment variable to a flag)")
+	fs.StringVar(&c.BootstrapToken, "bootstrap-token", "", "admin bearer token for a first start: at least 32 characters, refused once admin-issuer is set unless keep-bootstrap-token (kept only as a hash in memory; prefer the environment variable to a flag)")
+	fs.BoolVar(&c.KeepBootstrapToken, "keep-bootstrap-token", false, "keep accepting bootstrap-token although admin-issuer is configured (default: refuse to start with both)")
 	fs.BoolVar(&c.Migrate, "migrate", true, "apply pending database migrations at start")
 	fs.StringVar(&c.PublicURL, "public-url", "", "external base URL of this platform, e.g. https://mcp.example.com (default: http://LISTEN)")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", 1<<20, "largest admin API request body, in bytes")
@@ -97,6 +100,7 @@ func Flags(fs *flag.FlagSet) *Config {
 	fs.StringVar(&c.AdminSessionKey, "admin-session-key", "", "base64 key (≥32 bytes) signing admin session cookies; share it across replicas (default: random per process)")
 	keysFlags(fs, &c.Keys)
 	flowsFlags(fs, &c.Flows)
+	httpFlags(fs, &c.HTTP)
 	return c
 }
 
@@ -152,7 +156,7 @@ func Load(fs *flag.FlagSet, args []string, getenv func(string) string) (*Config,
 	if err != nil {
 		return nil, err
 	}
-	return c, c.validate()
+	return c, c.Validate()
 }
 
 func readYAML(path string) (map[string]string, error) {
@@ -189,7 +193,10 @@ func readYAML(path string) (map[string]string, error) {
 	return out, nil
 }
 
-func (c *Config) validate() error {
+// Validate checks every setting and says what is wrong with each bad
+// one. Load calls it; so does server.New, for configurations built in
+// code.
+func (c *Config) Validate() error {
 	var errs []error
 	if c.MaxBodyBytes < 1024 {
 		errs = append(errs, errors.New("max-body-bytes must be at least 1024"))
@@ -224,6 +231,11 @@ func (c *Config) validate() error {
 	}
 	errs = append(errs, c.Keys.validate()...)
 	errs = append(errs, c.Flows.validate()...)
+	errs = append(errs, c.HTTP.validate()...)
+	if c.HTTP.MetricsListen != "" && !c.Metrics {
+		errs = append(errs, errors.New("metrics-listen is set but metrics is off: set metrics=true, or drop metrics-listen"))
+	}
+	errs = append(errs, c.checkBootstrap()...)
 	return errors.Join(errs...)
 }
 

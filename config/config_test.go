@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-func load(t *testing.T, args []string, env map[string]string) (*Config, error) {
+func loadArgs(t *testing.T, args []string, env map[string]string) (*Config, error) {
 	t.Helper()
 	return Load(flag.NewFlagSet("test", flag.ContinueOnError), args, func(k string) string { return env[k] })
 }
@@ -36,7 +36,7 @@ func TestAllowPrivateWebhooksIsAnAliasOfAllowPrivateTargets(t *testing.T) {
 		{"old name in the YAML file", []string{"--config", yaml}, nil, true},
 		{"both false", nil, map[string]string{"PLATFORM_ALLOW_PRIVATE_TARGETS": "false", "PLATFORM_ALLOW_PRIVATE_WEBHOOKS": "false"}, false},
 	} {
-		cfg, err := load(t, c.args, c.env)
+		cfg, err := loadArgs(t, c.args, c.env)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -47,14 +47,14 @@ func TestAllowPrivateWebhooksIsAnAliasOfAllowPrivateTargets(t *testing.T) {
 }
 
 func TestTokenCacheSettings(t *testing.T) {
-	cfg, err := load(t, nil, nil)
+	cfg, err := loadArgs(t, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.TokenCacheTTL != time.Minute || cfg.TokenCacheSize != 10000 {
 		t.Fatalf("defaults: %v, %d", cfg.TokenCacheTTL, cfg.TokenCacheSize)
 	}
-	cfg, err = load(t, nil, map[string]string{"PLATFORM_TOKEN_CACHE_TTL": "0s", "PLATFORM_TOKEN_CACHE_SIZE": "50"})
+	cfg, err = loadArgs(t, nil, map[string]string{"PLATFORM_TOKEN_CACHE_TTL": "0s", "PLATFORM_TOKEN_CACHE_SIZE": "50"})
 	if err != nil || cfg.TokenCacheTTL != 0 || cfg.TokenCacheSize != 50 {
 		t.Fatalf("from the environment: %v, %v, %d", err, cfg.TokenCacheTTL, cfg.TokenCacheSize)
 	}
@@ -62,7 +62,7 @@ func TestTokenCacheSettings(t *testing.T) {
 		{"PLATFORM_TOKEN_CACHE_TTL": "-1s"}, {"PLATFORM_TOKEN_CACHE_TTL": "2h"},
 		{"PLATFORM_TOKEN_CACHE_SIZE": "0"}, {"PLATFORM_TOKEN_CACHE_SIZE": "-5"},
 	} {
-		if _, err := load(t, nil, env); err == nil || !strings.Contains(err.Error(), "token-cache") {
+		if _, err := loadArgs(t, nil, env); err == nil || !strings.Contains(err.Error(), "token-cache") {
 			t.Errorf("%v: %v, want a token-cache error", env, err)
 		}
 	}

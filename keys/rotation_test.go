@@ -120,6 +120,7 @@ func startFleet(t *testing.T, ttl time.Duration, mut func(*config.KeysConfig)) *
 	a := f.ps[0]
 	a.MustAdmin(t, 201, "POST", "/api/v1/tenants", obj{"slug": f.slug, "displayName": "Acme",
 		"settings": obj{"stateTtlSeconds": int(ttl / time.Second), "auth": obj{"public": true}}})
+	a.MustAdmin(t, 201, "POST", "/api/v1/tenants/"+f.slug+"/keys", obj{})
 	f.hook.mu.Lock()
 	f.hook.secret = a.Tool(t, f.slug, chainTool("order", f.hook.URL))
 	f.hook.mu.Unlock()
@@ -345,7 +346,6 @@ func TestRotationAcrossThreeInstancesFailsNoRound(t *testing.T) {
 func TestAdvanceRaceAcrossInstances(t *testing.T) {
 	f := startFleet(t, 2*time.Second, func(k *config.KeysConfig) { k.Scheduler = false })
 	id := tenantID(t, f)
-	f.ring(t, f.ps[0]) // creates the ring
 
 	// Rotate now on every instance at once: one 200, the rest 409.
 	var wg sync.WaitGroup

@@ -260,14 +260,15 @@ func (m *Manager) view(r *Record, ttl time.Duration) *View {
 }
 
 // Show returns a tenant's ring, read afresh: ids, ages, phase and the
-// next transition; never key material. A tenant without a ring gets one
-// (as its first round would), or ErrNoRing when auto-creation is off.
+// next transition; never key material. It only reads: a tenant without a
+// ring is ErrNoRing (its first round, or an admin's create or rotate,
+// makes one), so a viewer's read never writes.
 func (m *Manager) Show(ctx context.Context, tenantID string) (*View, error) {
 	ttl, err := m.tenantTTL(ctx, tenantID)
 	if err != nil {
 		return nil, err
 	}
-	rec, _, err := m.loadOrCreate(ctx, tenantID)
+	rec, _, err := m.loadFresh(ctx, tenantID)
 	if err != nil {
 		return nil, err
 	}

@@ -5,10 +5,7 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -40,6 +37,12 @@ type Server struct {
 	flows    *flowRecord
 	ownTel   bool   // built here from the environment, so flushed by Close
 	unreport func() // stops the key ring gauges reading s.keys
+
+	// metricsLn is the separate metrics listener (--metrics-listen),
+	// opened by New so a taken address fails the start; Serve serves
+	// metricsHandler on it.
+	metricsLn      net.Listener
+	metricsHandler http.Handler
 }
 
 func init() { gin.SetMode(gin.ReleaseMode) }
@@ -98,6 +101,14 @@ func sealSecrets(ctx context.Context, cfg *config.Config, st *store.Store, log *
 // handler. Close releases what it opened.
 func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version string, opts ...Option) (*Server, error) {
 	log = telemetry.Logger(log) // lines logged with a request's context carry its trace
+	// Load validates too; this also covers configurations built in code.
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	proxies, err := cfg.HTTP.Proxies()
+	if err != nil {
+		return nil, err
+	}
 	st, err := store.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return nil, err
@@ -177,10 +188,28 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		log.Warn("no admin credential configured: the admin API refuses every request (set PLATFORM_ADMIN_ISSUER or, for a first start, PLATFORM_BOOTSTRAP_TOKEN)")
 	}
 
+	if cfg.BootstrapToken != "" && cfg.AdminIssuer != "" {
+		log.Warn("the bootstrap token is kept although admins sign in through the admin issuer (keep-bootstrap-token): remove it once API tokens are in place")
+	}
+
 	r := gin.New()
 	r.Use(recoverer(log))
 	r.HandleMethodNotAllowed = true
-	signer, login, err := adminLogin(cfg, log)
+	// The client's address is the connecting peer's, unless the peer is
+	// a proxy the operator trusts: then it is the rightmost address of
+	// X-Forwarded-For that is not itself a trusted proxy. X-Real-IP and
+	// Forwarded are never believed (a proxy that sets only those would
+	// pass a client's own X-Forwarded-For through).
+	if err := r.SetTrustedProxies(proxies); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("trusted-proxies: %w", err)
+	}
+	r.RemoteIPHeaders = []string{"X-Forwarded-For"}
+	r.ForwardedByClientIP = true
+	if cfg.HTTP.TrustsEveryone() {
+		log.Warn("trusted-proxies covers every address: any client can choose the address the audit log records for it")
+	}
+	signer, login, err := adminLogin(cfg, st, log)
 	if err != nil {
 		reg.Close()
 		fl.close()
@@ -210,7 +239,12 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", s.ready)
 	if h := tel.Handler(); h != nil && cfg.Metrics {
-		r.GET("/metrics", metricsAuth(cfg.MetricsToken, h))
+		mh := metricsAuth(cfg.MetricsToken, h)
+		if cfg.HTTP.MetricsListen == "" {
+			r.GET("/metrics", gin.WrapH(mh))
+		} else {
+			s.metricsHandler = metricsOnly(mh)
+		}
 	}
 	mcp := gin.WrapH(reg)
 	r.Any("/t/:slug/mcp", mcp)
@@ -224,6 +258,12 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		c.JSON(http.StatusMethodNotAllowed, gin.H{"type": "urn:opsmcp:problem:method-not-allowed", "title": "Method not allowed", "status": 405})
 	})
 	s.handler = r
+	if s.metricsHandler != nil {
+		if s.metricsLn, err = net.Listen("tcp", cfg.HTTP.MetricsListen); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("metrics-listen: %w", err)
+		}
+	}
 	if s.unreport, err = reportKeyRings(tel, km, reg); err != nil {
 		// Telemetry never stops serving: the replica runs without the gauges.
 		log.Warn("key ring gauges unavailable", "err", err)
@@ -234,7 +274,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 
 // adminLogin builds the session signer and, when an admin issuer is
 // configured, the OIDC sign-in.
-func adminLogin(cfg *config.Config, log *slog.Logger) (*auth.Signer, *auth.AdminLogin, error) {
+func adminLogin(cfg *config.Config, st *store.Store, log *slog.Logger) (*auth.Signer, *auth.AdminLogin, error) {
 	var key []byte
 	if cfg.AdminSessionKey != "" {
 		k, err := base64.StdEncoding.DecodeString(cfg.AdminSessionKey)
@@ -258,6 +298,7 @@ func adminLogin(cfg *config.Config, log *slog.Logger) (*auth.Signer, *auth.Admin
 		Issuer: cfg.AdminIssuer, ClientID: cfg.AdminClientID, ClientSecret: cfg.AdminClientSecret,
 		RedirectURL: base + "/admin/callback", RolesClaim: cfg.AdminRolesClaim, AfterLogin: base + "/api/v1/me",
 		Signer: signer, Secure: strings.HasPrefix(base, "https://"), Logger: log,
+		BindTenants: api.BindTenants(st),
 	}, nil
 }
 
@@ -315,27 +356,12 @@ func (s *Server) Store() *store.Store { return s.store }
 // rings through it (ReportKeyRings), other packages take its providers.
 func (s *Server) Telemetry() *telemetry.Telemetry { return s.tel }
 
-// metricsAuth serves the Prometheus exposition, behind a bearer token
-// when one is configured (tenant slugs are labels).
-func metricsAuth(token string, h http.Handler) gin.HandlerFunc {
-	want := sha256.Sum256([]byte(token))
-	return func(c *gin.Context) {
-		if token != "" {
-			tok, _ := auth.BearerToken(c.Request.Header)
-			got := sha256.Sum256([]byte(tok))
-			if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-				c.Header("WWW-Authenticate", `Bearer realm="metrics"`)
-				c.AbortWithStatus(http.StatusUnauthorized)
-				return
-			}
-		}
-		h.ServeHTTP(c.Writer, c.Request)
-	}
-}
-
 // Close stops background work, flushes telemetry (spans still queued,
 // the last metric export; at most five seconds) and closes the database.
 func (s *Server) Close() error {
+	if s.metricsLn != nil { // closed already if Serve ran; else opened by New and never served
+		s.metricsLn.Close()
+	}
 	s.endpoint.Close()
 	s.flows.close()
 	if s.unreport != nil {
@@ -350,33 +376,4 @@ func (s *Server) Close() error {
 		cancel()
 	}
 	return s.store.Close()
-}
-
-// Serve answers on ln until ctx is done, then stops accepting, drains
-// in-flight requests for up to the shutdown timeout, and returns.
-func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	s.log.Info("serving", "addr", ln.Addr().String(), "public_url", strings.TrimSuffix(s.cfg.PublicURL, "/"))
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	s.log.Info("shutting down: draining in-flight requests", "timeout", s.cfg.ShutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-	defer cancel()
-	s.endpoint.Close() // ends long-lived subscription streams so they drain
-	s.flows.stop()     // and the admin API's live flow streams
-	err := hs.Shutdown(sctx)
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("shutdown: requests still running after %s", s.cfg.ShutdownTimeout)
-	}
-	return err
 }

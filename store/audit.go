@@ -9,13 +9,19 @@ import (
 
 // AuditEntry is one admin action.
 type AuditEntry struct {
-	ID         string    `gorm:"primaryKey" json:"id"`
-	At         time.Time `json:"at"`
-	Actor      string    `json:"actor"`
-	Action     string    `json:"action"`
-	TenantSlug string    `json:"tenant,omitempty"`
-	Object     string    `json:"object,omitempty"`
-	RemoteAddr string    `json:"remoteAddr,omitempty"`
+	ID     string    `gorm:"primaryKey" json:"id"`
+	At     time.Time `json:"at"`
+	Actor  string    `json:"actor"`
+	Action string    `json:"action"`
+	// TenantID is the tenant acted on; TenantSlug is its slug then, for
+	// display (a slug can pass to a new tenant, an id never does).
+	TenantID   string `json:"tenantId,omitempty"`
+	TenantSlug string `json:"tenant,omitempty"`
+	Object     string `json:"object,omitempty"`
+	// RemoteAddr is the client's address: the connecting peer's, or,
+	// when the peer is a trusted proxy, the one its X-Forwarded-For
+	// reports.
+	RemoteAddr string `json:"remoteAddr,omitempty"`
 	// Detail is a JSON object of non-secret facts about the action.
 	Detail string `json:"-"`
 }
@@ -43,12 +49,12 @@ func (s *Store) Audit(ctx context.Context, e AuditEntry, detail map[string]any) 
 	return nil
 }
 
-// AuditLog lists entries newest first, optionally for one tenant, before
-// the given id (exclusive) for pagination.
-func (s *Store) AuditLog(ctx context.Context, tenant string, before time.Time, limit int) ([]AuditEntry, error) {
+// AuditLog lists entries newest first, optionally for one tenant (by
+// id), before the given time (exclusive) for pagination.
+func (s *Store) AuditLog(ctx context.Context, tenantID string, before time.Time, limit int) ([]AuditEntry, error) {
 	q := s.db.WithContext(ctx).Order("at DESC, id DESC").Limit(limit)
-	if tenant != "" {
-		q = q.Where("tenant_slug = ?", tenant)
+	if tenantID != "" {
+		q = q.Where("tenant_id = ?", tenantID)
 	}
 	if !before.IsZero() {
 		q = q.Where("at < ?", before)

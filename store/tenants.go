@@ -105,6 +105,40 @@ func (s *Store) GetTenant(ctx context.Context, slug string) (*Tenant, error) {
 	return &t, nil
 }
 
+// TenantIDsBySlug maps each of slugs that a tenant holds now to that
+// tenant's id; slugs no tenant holds are absent.
+func (s *Store) TenantIDsBySlug(ctx context.Context, slugs []string) (map[string]string, error) {
+	out := map[string]string{}
+	if len(slugs) == 0 {
+		return out, nil
+	}
+	var rows []Tenant
+	if err := s.db.WithContext(ctx).Select("id, slug").Where("slug IN ?", slugs).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("resolve tenant slugs: %w", err)
+	}
+	for _, t := range rows {
+		out[t.Slug] = t.ID
+	}
+	return out, nil
+}
+
+// TenantSlugsByID maps each of ids that is a tenant now to its slug;
+// deleted tenants are absent.
+func (s *Store) TenantSlugsByID(ctx context.Context, ids []string) (map[string]string, error) {
+	out := map[string]string{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var rows []Tenant
+	if err := s.db.WithContext(ctx).Select("id, slug").Where("id IN ?", ids).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("resolve tenant ids: %w", err)
+	}
+	for _, t := range rows {
+		out[t.ID] = t.Slug
+	}
+	return out, nil
+}
+
 // ListTenants returns up to limit tenants ordered by slug, after the
 // given slug (exclusive) for cursor pagination.
 func (s *Store) ListTenants(ctx context.Context, after string, limit int) ([]Tenant, error) {

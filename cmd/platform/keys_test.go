@@ -34,6 +34,10 @@ func TestKeysVerbs(t *testing.T) {
 		return out.String() + errb.String()
 	}
 
+	if out := keys(1, "show", "acme"); !strings.Contains(out, "no key ring yet") {
+		t.Fatalf("show before any ring:\n%s", out)
+	}
+	keys(0, "create", "acme")
 	out := keys(0, "show", "acme")
 	if !strings.Contains(out, "phase steady") || !strings.Contains(out, "local provider") || !strings.Contains(out, "KEY") {
 		t.Fatalf("show:\n%s", out)

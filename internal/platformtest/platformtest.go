@@ -88,8 +88,9 @@ func PostgresSchemaURL(t testing.TB) string {
 	return PostgresURL() + sep + "search_path=" + schema
 }
 
-// AdminToken is the bootstrap admin token every test platform accepts.
-const AdminToken = "test-admin-token-0123456789"
+// AdminToken is the bootstrap admin token every test platform accepts
+// (at least 32 characters, as every bootstrap token must be).
+const AdminToken = "test-admin-token-0123456789abcdef"
 
 // Platform is one running replica.
 type Platform struct {
