@@ -29,6 +29,16 @@ type Admin struct {
 	// TenantIDs are the tenants a tenant admin may touch, by id: a grant
 	// follows its tenant, never a slug that may pass to a new tenant.
 	TenantIDs []string
+	// Name is the admin's display name, when the sign-in gave one.
+	Name string
+	// CSRFToken is set for a browser session: its state-changing
+	// requests must carry it (X-CSRF-Token) from the platform's own
+	// origin. Bearer credentials are not sent by browsers on their own,
+	// so need neither.
+	CSRFToken string
+	// crossSite marks a session request that lacked a matching token or
+	// came from another origin.
+	crossSite bool
 }
 
 // Authenticator decides who is calling. It returns ErrUnauthenticated
@@ -146,8 +156,17 @@ func (s *Server) authenticate(c *gin.Context) {
 		s.refuse(c, reason, probUnauthorized.with("a valid admin bearer token is required"))
 		return
 	}
+	if admin.CSRFToken != "" && admin.crossSite && !safeMethod(c.Request.Method) {
+		c.Set("admin", admin)
+		s.refuse(c, "csrf", probForbidden.with("cross-site request refused: a browser session's changes need its CSRF token (X-CSRF-Token, from GET /api/v1/me) and must come from the platform's own pages"))
+		return
+	}
 	c.Set("admin", admin)
 	c.Next()
+}
+
+func safeMethod(m string) bool {
+	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
 }
 
 // presentsCredential reports whether a request carries something meant
@@ -156,8 +175,12 @@ func presentsCredential(r *http.Request) bool {
 	if _, ok := auth.BearerToken(r.Header); ok || r.Header.Get("Authorization") != "" {
 		return true
 	}
-	_, err := r.Cookie(auth.SessionCookie)
-	return err == nil
+	for _, c := range r.Cookies() {
+		if c.Name == auth.SessionCookieName(false) || c.Name == auth.SessionCookieName(true) {
+			return true
+		}
+	}
+	return false
 }
 
 // refuse answers a refused admin request with p and logs the refusal:

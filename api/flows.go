@@ -30,6 +30,7 @@ type FlowActions interface {
 func (s *Server) registerFlows(v1 gin.IRouter) {
 	v1.GET("/flows", s.listFlows)
 	v1.GET("/flows/stream", s.streamFlows)
+	v1.GET("/overview", s.overview)
 	v1.POST("/flows/cancel", s.cancelFlows)
 	v1.GET("/tenants/:slug/flows", s.listFlows)
 	v1.GET("/tenants/:slug/flows/:flow", s.getFlow)
@@ -573,4 +574,58 @@ func (s *Server) streamFlows(c *gin.Context) {
 			w.Flush()
 		}
 	}
+}
+
+// overview answers GET /overview: for every tenant the caller may see,
+// its catalogue's size by kind and its flows by state, in one read (the
+// UI's tenants page).
+func (s *Server) overview(c *gin.Context) {
+	ctx := c.Request.Context()
+	visible, err := s.visibleTenants(c)
+	if err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	items, err := s.opts.Store.CatalogueCounts(ctx)
+	if err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	flows, err := s.opts.Store.FlowCountsByTenant(ctx)
+	if err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	type tenantCounts struct {
+		Catalogue map[string]int64 `json:"catalogue"`
+		Flows     map[string]int64 `json:"flows"`
+	}
+	out := map[string]tenantCounts{}
+	ids := make([]string, 0, len(items)+len(flows))
+	for id := range items {
+		ids = append(ids, id)
+	}
+	for id := range flows {
+		ids = append(ids, id)
+	}
+	slugs, err := s.opts.Store.TenantSlugsByID(ctx, ids)
+	if err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	for id, slug := range slugs {
+		if visible != nil && !slices.Contains(visible, id) {
+			continue
+		}
+		tc := tenantCounts{Catalogue: items[id], Flows: flows[id]}
+		if tc.Catalogue == nil {
+			tc.Catalogue = map[string]int64{}
+		}
+		if tc.Flows == nil {
+			tc.Flows = map[string]int64{}
+		}
+		out[slug] = tc
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, gin.H{"tenants": out})
 }

@@ -73,21 +73,40 @@ func (c Chain) Authenticate(r *http.Request) (*Admin, error) {
 }
 
 // SessionAuth authenticates the admin UI's signed session cookie.
-type SessionAuth struct{ Signer *auth.Signer }
+type SessionAuth struct {
+	Signer *auth.Signer
+	// Secure names the cookie for HTTPS (the __Host- prefix).
+	Secure bool
+	// Origin is the platform's public origin, which a session's
+	// state-changing requests must come from.
+	Origin string
+	// Ended reports whether a session was ended by sign-out.
+	Ended func(ctx context.Context, id string) (bool, error)
+}
 
 // Authenticate implements Authenticator. A tenant admin's grants are the
 // tenants its claimed slugs named at sign-in (the session's record), so
 // a slug given to a new tenant since does not carry them over.
 func (s SessionAuth) Authenticate(r *http.Request) (*Admin, error) {
-	sess, err := auth.SessionFrom(r, s.Signer)
+	sess, err := auth.SessionFrom(r, s.Signer, s.Secure)
 	if err != nil {
 		return nil, ErrUnauthenticated
+	}
+	if s.Ended != nil {
+		ended, err := s.Ended(r.Context(), sess.ID)
+		if err != nil {
+			return nil, err
+		}
+		if ended {
+			return nil, ErrUnauthenticated
+		}
 	}
 	role, slugs := ParseRoles(sess.Roles)
 	if role == "" {
 		return nil, ErrUnauthenticated
 	}
-	a := &Admin{Subject: sess.Issuer + "#" + sess.Subject, Role: role}
+	a := &Admin{Subject: sess.Issuer + "#" + sess.Subject, Role: role, Name: sess.Name, CSRFToken: s.Signer.CSRFToken(sess)}
+	a.crossSite = !auth.SameOrigin(r, s.Origin) || !s.Signer.CheckCSRF(sess, r.Header.Get("X-CSRF-Token"))
 	for _, slug := range slugs {
 		if id := sess.Tenants[slug]; id != "" {
 			a.TenantIDs = append(a.TenantIDs, id)
@@ -257,7 +276,16 @@ func (s *Server) me(c *gin.Context) {
 		}
 	}
 	slices.Sort(tenants)
-	c.JSON(http.StatusOK, gin.H{"subject": a.Subject, "role": a.Role, "tenants": tenants, "tenantIds": nonNil(a.TenantIDs)})
+	out := gin.H{"subject": a.Subject, "role": a.Role, "tenants": tenants, "tenantIds": nonNil(a.TenantIDs), "session": a.CSRFToken != ""}
+	if a.Name != "" {
+		out["name"] = a.Name
+	}
+	if a.CSRFToken != "" {
+		// The admin UI reads it here; the cookie itself is HTTP-only.
+		out["csrfToken"] = a.CSRFToken
+		c.Header("Cache-Control", "no-store")
+	}
+	c.JSON(http.StatusOK, out)
 }
 
 type createTokenRequest struct {

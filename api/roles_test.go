@@ -178,11 +178,16 @@ func TestAdminsSignInWithTheOIDCCodeFlowAndPKCE(t *testing.T) {
 
 	signIn := func(user string) (*http.Client, *http.Response) { return signIn(t, p, op, user) }
 	c, resp := signIn(op.UserName(1))
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Request.URL.Path != "/admin/" || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("after sign-in: %d at %s (%s), want the admin UI", resp.StatusCode, resp.Request.URL, resp.Header.Get("Content-Type"))
+	}
+	resp, err := c.Get(p.URL + "/api/v1/me")
+	if err != nil {
+		t.Fatal(err)
+	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || resp.Request.URL.Path != "/api/v1/me" {
-		t.Fatalf("after sign-in: %d at %s: %s", resp.StatusCode, resp.Request.URL, body)
-	}
 	var me map[string]any
 	_ = json.Unmarshal(body, &me)
 	if me["role"] != "tenant-admin" || me["tenants"].([]any)[0] != "acme" {
@@ -212,10 +217,56 @@ func TestAdminsSignInWithTheOIDCCodeFlowAndPKCE(t *testing.T) {
 	if r, _ := http.DefaultClient.Do(req); r.StatusCode != 401 {
 		t.Fatalf("tampered session: %d", r.StatusCode)
 	}
-	// Sign-out ends the session.
-	_, _ = c.Get(p.URL + "/admin/logout")
+	// Sign-out is a POST from the platform's own pages with the
+	// session's CSRF token, and ends the session on the server: the old
+	// cookie, replayed, is refused.
+	var kept []*http.Cookie
+	for _, ck := range c.Jar.Cookies(u) {
+		if ck.Name == "opsmcp_admin" {
+			kept = append(kept, ck)
+		}
+	}
+	if r, _ := c.Get(p.URL + "/admin/logout"); r.StatusCode != 405 {
+		t.Fatalf("sign-out by GET: %d", r.StatusCode)
+	}
+	logout := func(origin, token string) int {
+		req, _ := http.NewRequest("POST", p.URL+"/admin/logout", nil)
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		req.Header.Set("X-CSRF-Token", token)
+		r, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		return r.StatusCode
+	}
+	csrf, _ := me["csrfToken"].(string)
+	if csrf == "" || me["session"] != true {
+		t.Fatalf("me of a session has no CSRF token: %v", me)
+	}
+	if st := logout("https://evil.example", csrf); st != 403 {
+		t.Fatalf("sign-out from another origin: %d", st)
+	}
+	if st := logout(p.URL, "forged"); st != 403 {
+		t.Fatalf("sign-out with a forged token: %d", st)
+	}
+	if r, _ := c.Get(p.URL + "/api/v1/me"); r.StatusCode != 200 {
+		t.Fatalf("a refused sign-out ended the session: %d", r.StatusCode)
+	}
+	if st := logout(p.URL, csrf); st != 204 {
+		t.Fatalf("sign-out: %d", st)
+	}
 	if r, _ := c.Get(p.URL + "/api/v1/me"); r.StatusCode != 401 {
 		t.Fatalf("after sign-out: %d", r.StatusCode)
+	}
+	replay, _ := http.NewRequest("GET", p.URL+"/api/v1/me", nil)
+	for _, ck := range kept {
+		replay.AddCookie(ck)
+	}
+	if r, _ := http.DefaultClient.Do(replay); r.StatusCode != 401 {
+		t.Fatalf("the signed-out session's cookie, replayed: %d", r.StatusCode)
 	}
 	// A user without an admin role is refused.
 	_, resp = signIn(op.UserName(2))

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"slices"
@@ -32,6 +33,12 @@ func (c caller) do(t *testing.T, p *platformtest.Platform, method, path string, 
 	req, _ := http.NewRequest(method, p.URL+path, rd)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if method != "GET" {
+		// A browser session's change comes from the admin UI, with the
+		// session's CSRF token.
+		req.Header.Set("Origin", p.URL)
+		req.Header.Set("X-CSRF-Token", csrfToken(t, p, c.web))
 	}
 	resp, err := c.web.Do(req)
 	if err != nil {
@@ -176,4 +183,19 @@ func TestTokensNameExistingTenantsOnly(t *testing.T) {
 			t.Fatalf("me: %v", me)
 		}
 	})
+}
+
+// csrfToken reads a signed-in session's CSRF token from GET /me.
+func csrfToken(t *testing.T, p *platformtest.Platform, web *http.Client) string {
+	t.Helper()
+	resp, err := web.Get(p.URL + "/api/v1/me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var me struct {
+		CSRFToken string `json:"csrfToken"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&me)
+	return me.CSRFToken
 }

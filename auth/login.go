@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +41,12 @@ type AdminLogin struct {
 	Secure bool
 	// SessionTTL bounds a session (default 8 hours).
 	SessionTTL time.Duration
+	// PublicOrigin is the platform's own origin (scheme://host[:port]):
+	// state-changing requests must come from it.
+	PublicOrigin string
+	// EndSession records a session ended by sign-out (the store); nil
+	// only clears the cookie.
+	EndSession func(ctx context.Context, id string, expires time.Time) error
 	// BindTenants, when set, resolves the tenant slugs the roles name to
 	// the tenants holding them at sign-in (slug → id), recorded in the
 	// session so its grants follow those tenants, not their slugs.
@@ -50,6 +58,8 @@ type AdminLogin struct {
 }
 
 type loginState struct {
+	// Next is where to land after signing in: a path under /admin/.
+	Next     string    `json:"x,omitempty"`
 	State    string    `json:"s"`
 	Verifier string    `json:"v"`
 	Nonce    string    `json:"n"`
@@ -90,7 +100,8 @@ func (l *AdminLogin) Start(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the sign-in provider is unavailable; try again shortly", http.StatusBadGateway)
 		return
 	}
-	st := loginState{State: random(), Verifier: oauth2.GenerateVerifier(), Nonce: random(), Expires: time.Now().Add(10 * time.Minute)}
+	st := loginState{State: random(), Verifier: oauth2.GenerateVerifier(), Nonce: random(), Expires: time.Now().Add(10 * time.Minute),
+		Next: safeNext(r.URL.Query().Get("next"))}
 	v, err := l.Signer.Sign(loginCookie, st)
 	if err != nil {
 		http.Error(w, "internal error", http.StatusInternalServerError)
@@ -159,10 +170,14 @@ func (l *AdminLogin) Callback(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: v, Path: "/", HttpOnly: true, Secure: l.Secure,
+	http.SetCookie(w, &http.Cookie{Name: SessionCookieName(l.Secure), Value: v, Path: "/", HttpOnly: true, Secure: l.Secure,
 		SameSite: http.SameSiteLaxMode, Expires: sess.Expires})
 	l.Logger.Info("admin signed in", "subject", sess.Subject, "roles", sess.Roles)
-	http.Redirect(w, r, l.AfterLogin, http.StatusFound)
+	next := l.AfterLogin
+	if st.Next != "" {
+		next = st.Next
+	}
+	http.Redirect(w, r, next, http.StatusFound)
 }
 
 func (l *AdminLogin) session(idt *oidc.IDToken) (*Session, error) {
@@ -193,18 +208,86 @@ func (l *AdminLogin) session(idt *oidc.IDToken) (*Session, error) {
 		ttl = 8 * time.Hour
 	}
 	name, _ := all["name"].(string)
-	return &Session{Issuer: idt.Issuer, Subject: idt.Subject, Name: name, Roles: roles, Expires: time.Now().Add(ttl)}, nil
+	return &Session{ID: random(), Issuer: idt.Issuer, Subject: idt.Subject, Name: name, Roles: roles, Expires: time.Now().Add(ttl)}, nil
 }
 
-// Logout clears the session.
+// safeNext keeps a post-sign-in destination only when it is a path of
+// the admin UI: never another site, a scheme-relative URL or a path that
+// escapes /admin/.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/admin/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") ||
+		strings.Contains(next, "/../") || len(next) > 1024 {
+		return ""
+	}
+	return next
+}
+
+// Logout ends the session: POST only, with the session's CSRF token and
+// a same-origin Origin, so no other site can sign an admin out (or in).
+// The session is recorded as ended (refused on every replica until it
+// would have expired) and its cookie cleared.
 func (l *AdminLogin) Logout(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Path: "/", MaxAge: -1, HttpOnly: true, Secure: l.Secure})
-	http.Redirect(w, r, "/", http.StatusFound)
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		http.Error(w, "sign out with POST", http.StatusMethodNotAllowed)
+		return
+	}
+	sess, err := SessionFrom(r, l.Signer, l.Secure)
+	if err == nil {
+		if !l.SameOrigin(r) || !l.Signer.CheckCSRF(sess, r.Header.Get("X-CSRF-Token")) {
+			http.Error(w, "cross-site request refused", http.StatusForbidden)
+			return
+		}
+		if l.EndSession != nil {
+			if err := l.EndSession(r.Context(), sess.ID, sess.Expires); err != nil {
+				l.Logger.Error("ending an admin session failed", "err", err)
+				http.Error(w, "the session could not be ended; try again", http.StatusServiceUnavailable)
+				return
+			}
+		}
+		l.Logger.Info("admin signed out", "subject", sess.Subject)
+	}
+	http.SetCookie(w, &http.Cookie{Name: SessionCookieName(l.Secure), Path: "/", MaxAge: -1, HttpOnly: true, Secure: l.Secure, SameSite: http.SameSiteLaxMode})
+	w.WriteHeader(http.StatusNoContent)
 }
 
-// SessionFrom reads and verifies the session cookie of a request.
-func SessionFrom(r *http.Request, s *Signer) (*Session, error) {
-	c, err := r.Cookie(SessionCookie)
+// SameOrigin reports whether a browser request came from the platform's
+// own pages: its Origin (or, lacking one, its Referer) is the public
+// origin.
+func (l *AdminLogin) SameOrigin(r *http.Request) bool {
+	return SameOrigin(r, l.PublicOrigin)
+}
+
+// SameOrigin reports whether r's Origin header (or, lacking one, its
+// Referer) is origin, as scheme://host[:port].
+func SameOrigin(r *http.Request, origin string) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		ref := r.Header.Get("Referer")
+		u, err := url.Parse(ref)
+		if ref == "" || err != nil || u.Host == "" {
+			return false
+		}
+		o = u.Scheme + "://" + u.Host
+	}
+	return o != "null" && strings.EqualFold(strings.TrimSuffix(o, "/"), strings.TrimSuffix(origin, "/"))
+}
+
+// SessionCookieName is the session cookie's name: __Host- prefixed over
+// HTTPS, so the browser only accepts it Secure, host-only and for the
+// whole site (no subdomain or path can plant or shadow it).
+func SessionCookieName(secure bool) string {
+	if secure {
+		return "__Host-" + SessionCookie
+	}
+	return SessionCookie
+}
+
+// SessionFrom reads and verifies the session cookie of a request. A
+// session without an id (signed before sessions had one) is refused:
+// it could not be ended.
+func SessionFrom(r *http.Request, s *Signer, secure bool) (*Session, error) {
+	c, err := r.Cookie(SessionCookieName(secure))
 	if err != nil {
 		return nil, err
 	}
@@ -214,6 +297,9 @@ func SessionFrom(r *http.Request, s *Signer) (*Session, error) {
 	}
 	if time.Now().After(sess.Expires) {
 		return nil, errors.New("session expired")
+	}
+	if sess.ID == "" {
+		return nil, errors.New("session without an id")
 	}
 	return &sess, nil
 }

@@ -68,6 +68,9 @@ func (s *Signer) mac(purpose, b string) []byte {
 
 // Session is a signed-in admin.
 type Session struct {
+	// ID names the session, so sign-out can end it on every replica and
+	// its CSRF token is its own.
+	ID      string    `json:"id"`
 	Issuer  string    `json:"iss"`
 	Subject string    `json:"sub"`
 	Name    string    `json:"name,omitempty"`
@@ -79,4 +82,17 @@ type Session struct {
 	// does not reach the new tenant (a fresh sign-in, whose claim names
 	// the slug, does).
 	Tenants map[string]string `json:"tenants,omitempty"`
+}
+
+// CSRFToken is the token a session's state-changing requests must carry
+// (X-CSRF-Token): a MAC of the session id, so it is the session's own,
+// unknowable without the signing key, and needs no storage.
+func (s *Signer) CSRFToken(sess *Session) string {
+	return base64.RawURLEncoding.EncodeToString(s.mac("csrf", sess.ID))
+}
+
+// CheckCSRF reports whether token is sess's CSRF token.
+func (s *Signer) CheckCSRF(sess *Session, token string) bool {
+	got, err := base64.RawURLEncoding.DecodeString(token)
+	return err == nil && sess.ID != "" && hmac.Equal(got, s.mac("csrf", sess.ID))
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/opsmcp/platform/store"
 	"github.com/opsmcp/platform/telemetry"
 	"github.com/opsmcp/platform/tenants"
+	"github.com/opsmcp/platform/web"
 )
 
 // Server is one platform replica.
@@ -219,12 +221,18 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	if login != nil {
 		r.GET("/admin/login", gin.WrapF(login.Start))
 		r.GET("/admin/callback", gin.WrapF(login.Callback))
-		r.GET("/admin/logout", gin.WrapF(login.Logout))
+		r.POST("/admin/logout", gin.WrapF(login.Logout))
+	}
+	if err := mountUI(r); err != nil {
+		reg.Close()
+		fl.close()
+		st.Close()
+		return nil, err
 	}
 	api.Register(r, api.Options{
 		Store: st,
 		Auth: api.Chain{
-			api.SessionAuth{Signer: signer},
+			api.SessionAuth{Signer: signer, Secure: secureCookies(cfg), Origin: publicOrigin(cfg), Ended: st.SessionEnded},
 			api.TokenAuth{Store: st},
 			api.NewBootstrapToken(cfg.BootstrapToken),
 		},
@@ -296,10 +304,37 @@ func adminLogin(cfg *config.Config, st *store.Store, log *slog.Logger) (*auth.Si
 	base := strings.TrimSuffix(cfg.PublicURL, "/")
 	return signer, &auth.AdminLogin{
 		Issuer: cfg.AdminIssuer, ClientID: cfg.AdminClientID, ClientSecret: cfg.AdminClientSecret,
-		RedirectURL: base + "/admin/callback", RolesClaim: cfg.AdminRolesClaim, AfterLogin: base + "/api/v1/me",
-		Signer: signer, Secure: strings.HasPrefix(base, "https://"), Logger: log,
-		BindTenants: api.BindTenants(st),
+		RedirectURL: base + "/admin/callback", RolesClaim: cfg.AdminRolesClaim, AfterLogin: base + "/admin/",
+		Signer: signer, Secure: secureCookies(cfg), Logger: log, PublicOrigin: publicOrigin(cfg),
+		BindTenants: api.BindTenants(st), EndSession: st.EndSession,
 	}, nil
+}
+
+// secureCookies says whether the platform is reached over HTTPS, so its
+// cookies are Secure (and the session's __Host- prefixed).
+func secureCookies(cfg *config.Config) bool { return strings.HasPrefix(cfg.PublicURL, "https://") }
+
+// publicOrigin is the platform's own origin, scheme://host[:port].
+func publicOrigin(cfg *config.Config) string {
+	u, err := url.Parse(cfg.PublicURL)
+	if err != nil {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// mountUI serves the admin UI's pages and assets under /admin/.
+func mountUI(r *gin.Engine) error {
+	ui, err := web.New()
+	if err != nil {
+		return fmt.Errorf("admin UI: %w", err)
+	}
+	for _, p := range web.Pages {
+		r.GET(p, gin.WrapF(ui.ServePage))
+	}
+	r.GET(web.StaticPrefix+"*file", gin.WrapF(ui.ServeStatic))
+	r.GET("/admin", func(c *gin.Context) { c.Redirect(http.StatusFound, "/admin/") })
+	return nil
 }
 
 // recoverer turns a panic into a generic 500 and a log line, never a

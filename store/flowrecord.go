@@ -639,3 +639,23 @@ func (s *Store) CountAwaiting(ctx context.Context) (map[string]int64, error) {
 	}
 	return out, nil
 }
+
+// FlowCountsByTenant counts flows by tenant id and state.
+func (s *Store) FlowCountsByTenant(ctx context.Context) (map[string]map[string]int64, error) {
+	var rows []struct {
+		TenantID string
+		State    string
+		N        int64
+	}
+	if err := s.db.WithContext(ctx).Model(&Flow{}).Select("tenant_id, state, COUNT(*) AS n").Group("tenant_id, state").Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("count flows by tenant: %w", err)
+	}
+	out := map[string]map[string]int64{}
+	for _, r := range rows {
+		if out[r.TenantID] == nil {
+			out[r.TenantID] = map[string]int64{}
+		}
+		out[r.TenantID][r.State] = r.N
+	}
+	return out, nil
+}

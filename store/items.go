@@ -171,3 +171,24 @@ func (s *Store) LoadCatalogue(ctx context.Context, slug string) (*Catalogue, err
 		}
 	}
 }
+
+// CatalogueCounts counts every tenant's catalogue items, by tenant id and
+// kind.
+func (s *Store) CatalogueCounts(ctx context.Context) (map[string]map[string]int64, error) {
+	var rows []struct {
+		TenantID string
+		Kind     string
+		N        int64
+	}
+	if err := s.db.WithContext(ctx).Model(&Item{}).Select("tenant_id, kind, COUNT(*) AS n").Group("tenant_id, kind").Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("count catalogue items: %w", err)
+	}
+	out := map[string]map[string]int64{}
+	for _, r := range rows {
+		if out[r.TenantID] == nil {
+			out[r.TenantID] = map[string]int64{}
+		}
+		out[r.TenantID][r.Kind] = r.N
+	}
+	return out, nil
+}

@@ -1,0 +1,121 @@
+// The Flow page: one flow's rounds as a timeline (what was asked, when,
+// how long the user took, which replica and key, rejections with their
+// logged class, each round's trace) and, for admins who may, cancel.
+import { api, stream } from "./api.js";
+import { h, stateBadge, duration, since, clock, confirmDialog, toast, errorBox, shortIssuer } from "./ui.js";
+
+function fields(schema) {
+  const props = schema?.properties || {};
+  const req = new Set(schema?.required || []);
+  return Object.entries(props).map(([name, p]) => {
+    let t = p.type || "";
+    const opts = p.enum || (p.oneOf || []).map((o) => o.const) || [];
+    const items = p.items?.enum || (p.items?.anyOf || []).map((o) => o.const);
+    if (items?.length) t = "any of " + items.join(" / ");
+    else if (opts.length) t = "one of " + opts.join(" / ");
+    return `${p.title || name}${req.has(name) ? "*" : ""} (${t})`;
+  }).join(" · ");
+}
+
+function question(q) {
+  return h("div", { class: "question" },
+    h("div", {}, h("span", { class: "kind" }, q.kind), " ", h("strong", {}, q.key)),
+    q.message ? h("div", {}, q.message) : null,
+    q.url ? h("div", { class: "mono" }, q.url) : null,
+    q.requestedSchema ? h("div", { class: "fields" }, fields(q.requestedSchema)) : null);
+}
+
+function roundItem(r, flow) {
+  const wh = r.webhook;
+  const title = [h("span", {}, "Round " + r.n)];
+  if (r.stateIn === "rejected" || r.errorClass && r.resultType === "") title.push(h("span", { class: "badge s-rejected" }, "refused: " + r.errorClass));
+  else if (r.resultType === "input_required") title.push(h("span", { class: "badge s-awaiting_input" }, "asked for input"));
+  else if (r.resultType === "complete") title.push(h("span", { class: `badge ${r.errorClass ? "s-failed" : "s-completed"}` }, r.errorClass ? "tool error" : "completed"));
+  else if (r.errorClass) title.push(h("span", { class: "badge s-failed" }, "error " + r.errorClass));
+  const p = r.principal;
+  const who = p ? `${p.subject || "(machine)"} @ ${shortIssuer(p.issuer)} via ${p.client}` : "";
+  const whoDiffers = p && flow.principal && (p.subject !== flow.principal.subject || p.issuer !== flow.principal.issuer);
+  return h("li", { class: "round panel", dataset: { round: r.n } },
+    h("h3", {}, title, h("span", { class: "muted" }, clock(r.arrivedAt))),
+    h("div", { class: "meta" },
+      h("span", {}, "served in " + duration(r.serverMs)),
+      h("span", {}, "replica " + (r.replica || "?")),
+      r.keyIn ? h("span", {}, "state verified by key ", h("span", { class: "mono" }, r.keyIn)) : null,
+      r.keyOut ? h("span", {}, "next state sealed by ", h("span", { class: "mono" }, r.keyOut)) : null,
+      r.stateExpiresAt ? h("span", {}, "state expires " + clock(r.stateExpiresAt)) : null,
+      wh ? h("span", {}, `webhook ${wh.outcome}${wh.status ? " (HTTP " + wh.status + ")" : ""} in ${duration(wh.durationMs)}`) : null,
+      r.traceUrl ? h("a", { href: r.traceUrl, target: "_blank", rel: "noopener" }, "trace") : r.traceId ? h("span", { class: "mono", title: "trace id" }, r.traceId.slice(0, 12) + "…") : null),
+    whoDiffers ? h("div", { class: "warn" }, "Sent by " + who + ", not the flow's principal") : null,
+    (r.asked || []).map(question),
+    r.answers ? h("details", {}, h("summary", {}, "Answers (recorded: the tenant opted in)"), h("pre", { class: "mono" }, JSON.stringify(r.answers, null, 2))) : null);
+}
+
+export default async function flowPage(ctx, tenant, id) {
+  const { main } = ctx;
+  const head = h("div");
+  const facts = h("div", { class: "panel" });
+  const timeline = h("ol", { class: "timeline", "aria-label": "Rounds" });
+  main.append(h("p", {}, h("a", { href: "/admin/flows", "data-link": true }, "← Flows")), head, facts, h("h2", {}, "Rounds"), timeline);
+
+  let flow;
+  async function load() {
+    let data;
+    try {
+      data = await api(`/tenants/${encodeURIComponent(tenant)}/flows/${encodeURIComponent(id)}`);
+    } catch (err) {
+      main.replaceChildren(h("p", {}, h("a", { href: "/admin/flows", "data-link": true }, "← Flows")), errorBox(err));
+      return;
+    }
+    flow = data.flow;
+    const cancellable = (flow.state === "awaiting_input" || flow.state === "running") && ctx.can(flow.tenant);
+    head.replaceChildren(h("div", { class: "bar" },
+      h("h1", {}, `${flow.method} ${flow.target}`), stateBadge(flow.state), h("span", { class: "spacer" }),
+      cancellable ? h("button", { type: "button", class: "danger", onclick: cancel, "data-action": "cancel" }, "Cancel flow…") : null));
+    const p = flow.principal;
+    facts.replaceChildren(h("dl", { class: "facts" },
+      h("dt", {}, "Flow"), h("dd", { class: "mono" }, flow.id),
+      h("dt", {}, "Tenant"), h("dd", {}, flow.tenant),
+      h("dt", {}, "Principal"), h("dd", {}, p ? `${p.subject || "(machine)"} @ ${p.issuer}` : "public (no principal)"),
+      h("dt", {}, "Client"), h("dd", {}, `${flow.client?.name || "unnamed"} ${flow.client?.version || ""} · protocol ${flow.era}${p?.client ? " · OAuth client " + p.client : ""}`),
+      h("dt", {}, "Started"), h("dd", {}, clock(flow.startedAt)),
+      h("dt", {}, "Changed"), h("dd", {}, clock(flow.updatedAt)),
+      h("dt", {}, "Server time"), h("dd", {}, duration(flow.serverMs)),
+      h("dt", {}, "Waiting on people"), h("dd", {}, duration(flow.clientWaitMs + (flow.state === "awaiting_input" ? since(flow.waitingSince) : 0))),
+      h("dt", {}, "Key"), h("dd", { class: "mono" }, flow.keyId || ""),
+      h("dt", {}, "Replica"), h("dd", {}, flow.replica || ""),
+      flow.state === "awaiting_input" ? [h("dt", {}, "State expires"), h("dd", {}, clock(flow.stateExpiresAt) + " (" + duration(Date.parse(flow.stateExpiresAt) - Date.now()) + " left)")] : null,
+      flow.detail ? [h("dt", {}, "Why"), h("dd", {}, flow.detail)] : null,
+      flow.cancelReason || flow.cancelledBy ? [h("dt", {}, "Cancelled"), h("dd", {}, `by ${flow.cancelledBy || "?"}${flow.cancelReason ? ": " + flow.cancelReason : ""}`)] : null,
+      flow.traceUrl ? [h("dt", {}, "Trace"), h("dd", {}, h("a", { href: flow.traceUrl, target: "_blank", rel: "noopener" }, flow.traceId))] : null));
+    const items = [];
+    let prevEnd = null;
+    for (const r of data.rounds) {
+      if (prevEnd && r.clientWaitMs > 0) items.push(h("li", { class: "wait" }, "user took " + duration(r.clientWaitMs)));
+      items.push(roundItem(r, flow));
+      prevEnd = r.endedAt;
+    }
+    if (flow.state === "awaiting_input") items.push(h("li", { class: "wait" }, `waiting for the user for ${duration(since(flow.waitingSince))}…`));
+    timeline.replaceChildren(...items);
+  }
+
+  async function cancel() {
+    const v = await confirmDialog({
+      title: "Cancel this flow?",
+      body: `Its next round, on any replica, is refused. ${flow.principal?.subject ? flow.principal.subject + "'s" : "The"} client gets an error it can act on.`,
+      action: "Cancel flow", danger: true,
+      fields: [{ name: "reason", label: "Reason (recorded and audited)", multiline: true }],
+    });
+    if (!v) return;
+    try {
+      await api(`/tenants/${encodeURIComponent(flow.tenant)}/flows/${encodeURIComponent(flow.id)}/cancel`, { method: "POST", body: { reason: v.reason } });
+      toast("Flow cancelled");
+      await load();
+    } catch (err) { toast(err.message); }
+  }
+
+  await load();
+  const stop = stream("tenant=" + encodeURIComponent(tenant), (kind, f) => {
+    if (kind === "reset" || f?.id === id) load();
+  }, () => {});
+  ctx.onLeave(stop);
+}

@@ -1,0 +1,286 @@
+// The Flows page: every flow the admin may see, live. Filters live in the
+// URL; rows update in place as the stream reports changes (fixed row
+// heights and column widths, so nothing jumps); a pause keeps the table
+// still while you read it.
+import { api, stream } from "./api.js";
+import { h, STATES, stateBadge, stateWord, duration, since, errorBox, empty, shortIssuer } from "./ui.js";
+
+const FILTERS = ["tenant", "state", "target", "subject", "client", "key", "waitingLongerThan", "minRounds", "since", "sort"];
+const SINCE = { "": "any time", "1h": "last hour", "24h": "last 24 hours", "168h": "last 7 days" };
+const WAITING = { "": "any", "1m": "over 1 minute", "5m": "over 5 minutes", "15m": "over 15 minutes", "1h": "over 1 hour" };
+const SORTS = { updated: "recently changed", started: "recently started", waiting: "waiting longest", rounds: "most rounds" };
+
+function readFilters() {
+  const q = new URLSearchParams(location.search);
+  const f = {};
+  for (const k of FILTERS) f[k] = q.get(k) || "";
+  if (!f.sort) f.sort = "updated";
+  return f;
+}
+
+function writeFilters(f) {
+  const q = new URLSearchParams();
+  for (const k of FILTERS) if (f[k] && !(k === "sort" && f[k] === "updated")) q.set(k, f[k]);
+  const url = location.pathname + (q.toString() ? "?" + q : "");
+  history.replaceState(null, "", url);
+}
+
+// apiQuery turns the page's filters into GET /flows parameters.
+function apiQuery(f, extra = {}) {
+  const q = new URLSearchParams();
+  for (const k of ["tenant", "state", "target", "subject", "client", "key", "waitingLongerThan", "minRounds", "sort"]) if (f[k]) q.set(k, f[k]);
+  if (f.since) q.set("since", new Date(Date.now() - parseDuration(f.since)).toISOString().replace(/\.\d+Z$/, "Z"));
+  for (const [k, v] of Object.entries(extra)) q.set(k, v);
+  return q.toString();
+}
+
+function parseDuration(s) {
+  const m = /^(\d+)(ms|s|m|h)$/.exec(s || "");
+  if (!m) return 0;
+  return Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2]];
+}
+
+// matches reports whether a changed flow belongs in the table as
+// filtered (the server applies the same filters to lists).
+function matches(f, flow) {
+  if (f.tenant && flow.tenant !== f.tenant) return false;
+  if (f.state && !f.state.split(",").includes(flow.state)) return false;
+  if (f.target && flow.target !== f.target) return false;
+  if (f.subject && flow.principal?.subject !== f.subject) return false;
+  if (f.client && flow.client?.name !== f.client) return false;
+  if (f.key && flow.keyId !== f.key) return false;
+  if (f.minRounds && flow.rounds < Number(f.minRounds)) return false;
+  if (f.waitingLongerThan && !(flow.state === "awaiting_input" && since(flow.waitingSince) > parseDuration(f.waitingLongerThan))) return false;
+  return true;
+}
+
+export default async function flowsPage(ctx) {
+  const { main } = ctx;
+  const f = readFilters();
+  let rows = new Map(); // id -> {flow, tr}
+  let order = [];       // ids in display order
+  let cursor = "";
+  let selected = -1;
+  let paused = false;
+  const held = new Map();
+
+  const counts = h("div", { class: "states", role: "group", "aria-label": "Flows by state (click to filter)" });
+  const live = h("span", { class: "live", role: "status" }, h("span", { class: "dot", "aria-hidden": "true" }), h("span", {}, "connecting"));
+  const pauseBtn = h("button", { type: "button", "aria-pressed": "false", title: "Pause live updates (p)" }, "Pause");
+  const tbody = h("tbody");
+  const more = h("button", { type: "button", hidden: true }, "Load more");
+  const status = h("div");
+
+  const tenants = await api("/tenants?limit=200").catch(() => ({ items: [] }));
+  const tenantSel = h("select", { name: "tenant" }, h("option", { value: "" }, "all tenants"),
+    tenants.items.map((t) => h("option", { value: t.slug }, t.slug)));
+  const input = (name, placeholder) => h("input", { name, placeholder, value: f[name], autocomplete: "off", spellcheck: "false" });
+  const select = (name, options) => h("select", { name }, Object.entries(options).map(([v, label]) => h("option", { value: v }, label)));
+  const form = h("form", { class: "filters", role: "search", onsubmit: (e) => e.preventDefault() },
+    h("label", {}, "Tenant", tenantSel),
+    h("label", {}, "Target", input("target", "tool, prompt or URI")),
+    h("label", {}, "Principal (subject)", input("subject", "user id")),
+    h("label", {}, "Client", input("client", "client name")),
+    h("label", {}, "Key", input("key", "key id")),
+    h("label", {}, "Waiting", select("waitingLongerThan", WAITING)),
+    h("label", {}, "Rounds at least", h("input", { name: "minRounds", type: "number", min: 1, value: f.minRounds })),
+    h("label", {}, "Changed", select("since", SINCE)),
+    h("label", {}, "Sort", select("sort", SORTS)));
+  for (const el of form.elements) if (f[el.name] !== undefined) el.value = f[el.name];
+  let typing;
+  form.addEventListener("input", (e) => {
+    clearTimeout(typing);
+    typing = setTimeout(() => {
+      for (const el of form.elements) if (el.name) f[el.name] = el.value.trim();
+      writeFilters(f);
+      reload();
+    }, e.target.tagName === "INPUT" ? 300 : 0);
+  });
+
+  const table = h("table", { class: "grid", "aria-label": "Flows" },
+    h("colgroup", {},
+      h("col", { style: "width:140px" }), h("col", { style: "width:110px" }), h("col", {}), h("col", { style: "width:17%" }),
+      h("col", { style: "width:13%" }), h("col", { style: "width:64px" }), h("col", { style: "width:120px" }),
+      h("col", { style: "width:84px" }), h("col", { style: "width:92px" }), h("col", { style: "width:110px" }), h("col", { style: "width:56px" })),
+    h("thead", {}, h("tr", {},
+      h("th", { scope: "col" }, "State"), h("th", { scope: "col" }, "Tenant"), h("th", { scope: "col" }, "Target"),
+      h("th", { scope: "col" }, "Principal"), h("th", { scope: "col" }, "Client"), h("th", { scope: "col", class: "num" }, "Round"),
+      h("th", { scope: "col" }, "Waiting on"), h("th", { scope: "col", class: "num" }, "Waited"), h("th", { scope: "col", class: "num" }, "State left"),
+      h("th", { scope: "col" }, "Replica"), h("th", { scope: "col" }, "Trace"))),
+    tbody);
+
+  main.append(
+    h("div", { class: "bar" }, h("h1", {}, "Flows"), h("span", { class: "spacer" }), live, pauseBtn),
+    counts, form, status, table, h("div", { class: "bar" }, more,
+      h("span", { class: "hint" }, h("kbd", {}, "j"), "/", h("kbd", {}, "k"), " move · ", h("kbd", {}, "Enter"), " open · ",
+        h("kbd", {}, "/"), " filter · ", h("kbd", {}, "p"), " pause")));
+
+  function cells(flow) {
+    const p = flow.principal;
+    const waited = flow.state === "awaiting_input" ? since(flow.waitingSince) : null;
+    const left = flow.state === "awaiting_input" && flow.stateExpiresAt ? Date.parse(flow.stateExpiresAt) - Date.now() : null;
+    return [
+      h("td", {}, stateBadge(flow.state)),
+      h("td", { title: flow.tenant }, flow.tenant),
+      h("td", { title: flow.method + " " + flow.target }, h("span", { class: "sub" }, flow.method.split("/")[0] + " "), flow.target),
+      h("td", { title: p ? `${p.subject || "(machine)"} @ ${p.issuer} via ${p.client}` : "public: no principal" },
+        p ? [p.subject || "(machine)", h("span", { class: "sub" }, " @" + shortIssuer(p.issuer))] : h("span", { class: "sub" }, "public")),
+      h("td", { title: `${flow.client?.name || ""} ${flow.client?.version || ""} · ${flow.era}` },
+        flow.client?.name || h("span", { class: "sub" }, "unnamed"), h("span", { class: "sub" }, " " + (flow.client?.version || ""))),
+      h("td", { class: "num" }, flow.rounds),
+      h("td", {}, (flow.pendingKinds || []).map((k) => h("span", { class: "kind" }, k))),
+      h("td", { class: "num", "data-since": flow.state === "awaiting_input" ? flow.waitingSince : "" }, waited === null ? "" : duration(waited)),
+      h("td", { class: "num" + (left !== null && left < 60_000 ? " warn" : ""), "data-until": left === null ? "" : flow.stateExpiresAt },
+        left === null ? "" : left > 0 ? duration(left) : "expired"),
+      h("td", { title: flow.replica }, flow.replica || ""),
+      h("td", {}, flow.traceUrl ? h("a", { href: flow.traceUrl, target: "_blank", rel: "noopener", title: flow.traceId, onclick: (e) => e.stopPropagation() }, "trace") : ""),
+    ];
+  }
+
+  function row(flow) {
+    const tr = h("tr", { tabindex: "-1", dataset: { id: flow.id }, "aria-selected": "false",
+      onclick: () => open(flow), "aria-label": `${stateWord(flow.state)} flow of ${flow.target} in ${flow.tenant}` }, cells(flow));
+    return tr;
+  }
+
+  function open(flow) { ctx.navigate(`/admin/flows/${encodeURIComponent(flow.tenant)}/${encodeURIComponent(flow.id)}`); }
+
+  function select(i) {
+    const trs = tbody.rows;
+    if (!trs.length) return;
+    selected = Math.max(0, Math.min(i, trs.length - 1));
+    for (const tr of trs) tr.setAttribute("aria-selected", "false");
+    trs[selected].setAttribute("aria-selected", "true");
+    trs[selected].focus({ preventScroll: false });
+  }
+
+  function renderCounts(c) {
+    const active = new Set((f.state || "").split(",").filter(Boolean));
+    counts.replaceChildren(...STATES.map((s) => h("button", {
+      type: "button", "aria-pressed": String(active.has(s)), dataset: { state: s },
+      title: `Show only ${stateWord(s)} flows (click again to clear)`,
+      onclick: () => {
+        active.has(s) ? active.delete(s) : active.add(s);
+        f.state = [...active].join(",");
+        writeFilters(f);
+        reload();
+      },
+    }, stateBadge(s), h("span", { class: "count" }, String(c?.[s] ?? 0)))));
+  }
+
+  async function load(append) {
+    const q = apiQuery(f, { limit: 50, ...(append && cursor ? { cursor } : {}) });
+    const data = await api("/flows?" + q);
+    if (!append) {
+      rows = new Map();
+      order = [];
+      tbody.replaceChildren();
+      selected = -1;
+    }
+    for (const flow of data.items) {
+      if (rows.has(flow.id)) continue;
+      const tr = row(flow);
+      rows.set(flow.id, { flow, tr });
+      order.push(flow.id);
+      tbody.append(tr);
+    }
+    cursor = data.nextCursor || "";
+    more.hidden = !cursor;
+    renderCounts(data.counts);
+    status.replaceChildren(rows.size ? "" : empty("No flows match these filters."));
+  }
+
+  async function reload() {
+    try { await load(false); } catch (err) { status.replaceChildren(errorBox(err)); }
+  }
+
+  let countsTimer;
+  function refreshCounts() {
+    clearTimeout(countsTimer);
+    countsTimer = setTimeout(async () => {
+      try { renderCounts((await api("/flows?" + apiQuery(f, { limit: 1 }))).counts); } catch { /* next change retries */ }
+    }, 800);
+  }
+
+  function apply(flow) {
+    const known = rows.get(flow.id);
+    if (known) {
+      if (!matches(f, flow)) {
+        known.tr.remove();
+        rows.delete(flow.id);
+        order = order.filter((id) => id !== flow.id);
+      } else {
+        known.flow = flow;
+        known.tr.replaceChildren(...cells(flow));
+        known.tr.setAttribute("aria-label", `${stateWord(flow.state)} flow of ${flow.target} in ${flow.tenant}`);
+        known.tr.classList.remove("changed");
+        void known.tr.offsetWidth; // restart the highlight
+        known.tr.classList.add("changed");
+      }
+    } else if (matches(f, flow) && (f.sort === "updated" || f.sort === "started")) {
+      const tr = row(flow);
+      tr.classList.add("changed");
+      rows.set(flow.id, { flow, tr });
+      order.unshift(flow.id);
+      tbody.prepend(tr);
+      if (selected >= 0) selected++;
+      status.replaceChildren();
+    }
+    refreshCounts();
+  }
+
+  function setLive(state) {
+    live.className = "live" + (paused ? " paused" : state === "down" ? " down" : "");
+    live.lastChild.textContent = paused ? `paused${held.size ? ` · ${held.size} updates waiting` : ""}` : state === "down" ? "reconnecting…" : "live";
+  }
+  let linkState = "connecting";
+
+  pauseBtn.addEventListener("click", () => {
+    paused = !paused;
+    pauseBtn.setAttribute("aria-pressed", String(paused));
+    pauseBtn.textContent = paused ? "Resume" : "Pause";
+    if (!paused) {
+      for (const flow of held.values()) apply(flow);
+      held.clear();
+    }
+    setLive(linkState);
+  });
+
+  await reload();
+  const stop = stream(f.tenant ? "tenant=" + encodeURIComponent(f.tenant) : "", (kind, flow) => {
+    if (kind === "reset") { if (!paused) reload(); return; }
+    if (paused) { held.set(flow.id, flow); setLive(linkState); return; }
+    apply(flow);
+  }, (s) => { linkState = s; setLive(s); });
+
+  more.addEventListener("click", () => load(true).catch((err) => status.replaceChildren(errorBox(err))));
+
+  // Waited and time-left cells tick once a second; only their text
+  // changes (fixed widths, tabular figures).
+  const tick = setInterval(() => {
+    for (const td of tbody.querySelectorAll("td[data-since]")) {
+      if (td.dataset.since) td.textContent = duration(since(td.dataset.since));
+    }
+    for (const td of tbody.querySelectorAll("td[data-until]")) {
+      if (!td.dataset.until) continue;
+      const left = Date.parse(td.dataset.until) - Date.now();
+      td.textContent = left > 0 ? duration(left) : "expired";
+      td.classList.toggle("warn", left < 60_000);
+    }
+  }, 1000);
+
+  const keys = (e) => {
+    if (e.target.closest("input, select, textarea") || e.metaKey || e.ctrlKey || e.altKey) {
+      if (e.key === "Escape") e.target.blur();
+      return;
+    }
+    if (e.key === "j" || e.key === "ArrowDown") { e.preventDefault(); select(selected + 1); }
+    else if (e.key === "k" || e.key === "ArrowUp") { e.preventDefault(); select(selected - 1); }
+    else if (e.key === "Enter" && selected >= 0) { const id = tbody.rows[selected]?.dataset.id; if (id) open(rows.get(id).flow); }
+    else if (e.key === "/") { e.preventDefault(); form.elements.target.focus(); }
+    else if (e.key === "p") { pauseBtn.click(); }
+  };
+  document.addEventListener("keydown", keys);
+  ctx.onLeave(() => { stop(); clearInterval(tick); clearTimeout(countsTimer); document.removeEventListener("keydown", keys); });
+
+}

@@ -1,0 +1,107 @@
+// DOM and formatting helpers shared by every page.
+
+// h builds an element: h("td", {class: "num"}, "3", child, …). Strings are
+// text, never HTML: nothing from the API is parsed as markup.
+export function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "dataset") Object.assign(el.dataset, v);
+    else el.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+export const STATES = ["awaiting_input", "running", "completed", "failed", "cancelled", "expired", "rejected"];
+const STATE_WORDS = {
+  awaiting_input: "awaiting input", running: "running", completed: "completed", failed: "failed",
+  cancelled: "cancelled", expired: "expired", rejected: "rejected",
+};
+
+export function stateBadge(state) {
+  return h("span", { class: "badge s-" + state }, STATE_WORDS[state] || state);
+}
+
+export function stateWord(state) { return STATE_WORDS[state] || state; }
+
+// duration formats milliseconds compactly: 850 ms, 12.3 s, 4m05s, 2h10m.
+export function duration(ms) {
+  if (ms === undefined || ms === null || Number.isNaN(ms)) return "";
+  const neg = ms < 0;
+  ms = Math.abs(ms);
+  let s;
+  if (ms < 1000) s = ms < 10 ? ms.toFixed(1) + " ms" : Math.round(ms) + " ms";
+  else if (ms < 60_000) s = (ms / 1000).toFixed(1) + " s";
+  else if (ms < 3_600_000) s = Math.floor(ms / 60_000) + "m" + String(Math.floor(ms / 1000) % 60).padStart(2, "0") + "s";
+  else if (ms < 86_400_000) s = Math.floor(ms / 3_600_000) + "h" + String(Math.floor(ms / 60_000) % 60).padStart(2, "0") + "m";
+  else s = Math.floor(ms / 86_400_000) + "d" + String(Math.floor(ms / 3_600_000) % 24).padStart(2, "0") + "h";
+  return neg ? "−" + s : s;
+}
+
+export function since(iso) { return iso ? Date.now() - Date.parse(iso) : null; }
+
+export function clock(iso) {
+  if (!iso) return "";
+  const d = new Date(iso);
+  const today = new Date();
+  const t = d.toLocaleTimeString(undefined, { hour12: false });
+  return d.toDateString() === today.toDateString() ? t : d.toLocaleDateString() + " " + t;
+}
+
+export function toast(msg) {
+  const el = document.getElementById("toast");
+  el.textContent = msg;
+  el.classList.add("show");
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => el.classList.remove("show"), 2600);
+}
+
+// confirmDialog asks before an action. fields: [{name, label, required,
+// match}] where match is a value the input must equal (to type a key id
+// before revoking it). It resolves to the field values, or null.
+export function confirmDialog({ title, body, action, danger, fields = [] }) {
+  return new Promise((resolve) => {
+    const inputs = fields.map((f) => {
+      const input = f.multiline
+        ? h("textarea", { name: f.name, rows: 3, maxlength: 500 })
+        : h("input", { name: f.name, autocomplete: "off", spellcheck: "false" });
+      return { f, input };
+    });
+    const ok = h("button", { type: "submit", class: danger ? "danger" : "primary" }, action);
+    const check = () => {
+      ok.disabled = inputs.some(({ f, input }) => (f.required && !input.value.trim()) || (f.match !== undefined && input.value !== f.match));
+    };
+    inputs.forEach(({ input }) => input.addEventListener("input", check));
+    check();
+    const dlg = h("dialog", { "aria-labelledby": "dlg-title" },
+      h("form", { method: "dialog" },
+        h("h2", { id: "dlg-title" }, title),
+        body ? h("p", {}, body) : null,
+        inputs.map(({ f, input }) => h("label", { class: "hint" }, f.label, input)),
+        h("div", { class: "actions" }, h("button", { type: "button", value: "cancel", onclick: () => dlg.close("cancel") }, "Cancel"), ok)));
+    dlg.addEventListener("close", () => {
+      const values = Object.fromEntries(inputs.map(({ f, input }) => [f.name, input.value.trim()]));
+      dlg.remove();
+      resolve(dlg.returnValue === "cancel" || ok.disabled ? null : values);
+    });
+    document.body.append(dlg);
+    dlg.showModal();
+    (inputs[0]?.input || ok).focus();
+  });
+}
+
+export function errorBox(err) {
+  return h("div", { class: "error", role: "alert" }, err.message || String(err));
+}
+
+export function empty(text) { return h("div", { class: "empty" }, text); }
+
+// shortIssuer shows an issuer URL by its host.
+export function shortIssuer(iss) {
+  try { return new URL(iss).host; } catch { return iss || ""; }
+}
