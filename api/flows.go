@@ -58,8 +58,8 @@ type flowView struct {
 	UpdatedAt      time.Time      `json:"updatedAt"`
 	WaitingSince   *time.Time     `json:"waitingSince,omitempty"`
 	StateExpiresAt *time.Time     `json:"stateExpiresAt,omitempty"`
-	ServerMS       int64          `json:"serverMs"`
-	ClientWaitMS   int64          `json:"clientWaitMs"`
+	ServerMS       float64        `json:"serverMs"`
+	ClientWaitMS   float64        `json:"clientWaitMs"`
 	CancelReason   string         `json:"cancelReason,omitempty"`
 	CancelledBy    string         `json:"cancelledBy,omitempty"`
 }
@@ -104,7 +104,7 @@ func (s *Server) viewFlow(f *store.Flow) flowView {
 		ID: f.ID, Tenant: f.TenantSlug, Method: f.Method, Target: f.Target, State: f.State, Rounds: f.Rounds,
 		Era: f.Era, PendingKinds: []string{}, KeyID: f.KeyID, Replica: f.Replica, TraceID: f.TraceID,
 		TraceURL: s.traceURL(f.TraceID, ""), Detail: f.Detail, StartedAt: f.StartedAt.UTC(), UpdatedAt: f.UpdatedAt.UTC(),
-		WaitingSince: f.WaitingSince, StateExpiresAt: f.StateExpiresAt, ServerMS: f.ServerMS, ClientWaitMS: f.ClientWaitMS,
+		WaitingSince: f.WaitingSince, StateExpiresAt: f.StateExpiresAt, ServerMS: float64(f.ServerUS) / 1000, ClientWaitMS: float64(f.ClientWaitUS) / 1000,
 		CancelReason: f.CancelReason, CancelledBy: f.CancelledBy,
 	}
 	if f.PendingKinds != "" {

@@ -25,8 +25,8 @@ CREATE TABLE flows (
     updated_at        TIMESTAMP NOT NULL,
     waiting_since     TIMESTAMP,
     state_expires_at  TIMESTAMP,
-    server_ms         BIGINT NOT NULL DEFAULT 0,
-    client_wait_ms    BIGINT NOT NULL DEFAULT 0,
+    server_us         BIGINT NOT NULL DEFAULT 0,
+    client_wait_us    BIGINT NOT NULL DEFAULT 0,
     cancel_reason     TEXT NOT NULL DEFAULT '',
     cancelled_by      TEXT NOT NULL DEFAULT ''
 );

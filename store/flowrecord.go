@@ -52,8 +52,8 @@ type Flow struct {
 	UpdatedAt      time.Time
 	WaitingSince   *time.Time
 	StateExpiresAt *time.Time
-	ServerMS       int64
-	ClientWaitMS   int64
+	ServerUS       int64 `gorm:"column:server_us"`
+	ClientWaitUS   int64 `gorm:"column:client_wait_us"`
 	CancelReason   string
 	CancelledBy    string
 }
@@ -202,9 +202,9 @@ func (s *Store) lockEvents(tx *gorm.DB) (int64, error) {
 func upsertFlow(tx *gorm.DB, w *RoundWrite) error {
 	f := &w.Flow
 	n := w.Round.N
-	serverMS, waitMS := w.Round.ServerUS/1000, w.Round.ClientWaitUS/1000
+	serverUS, waitUS := w.Round.ServerUS, w.Round.ClientWaitUS
 	if w.Running {
-		serverMS, waitMS = 0, 0
+		serverUS, waitUS = 0, 0
 	}
 	// A row's state moves only for a round at least as new as its latest
 	// one, and never away from cancelled. Every dialect here reads
@@ -212,7 +212,7 @@ func upsertFlow(tx *gorm.DB, w *RoundWrite) error {
 	const newer = `excluded.rounds >= flows.rounds AND flows.state <> 'cancelled'`
 	err := tx.Exec(`INSERT INTO flows (id, tenant_id, tenant_slug, method, target, principal_issuer, principal_subject,
 		principal_client, client_name, client_version, era, state, rounds, pending_kinds, key_id, replica, trace_id, detail,
-		started_at, updated_at, waiting_since, state_expires_at, server_ms, client_wait_ms)
+		started_at, updated_at, waiting_since, state_expires_at, server_us, client_wait_us)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET
 			state = CASE WHEN `+newer+` THEN excluded.state ELSE flows.state END,
@@ -228,11 +228,11 @@ func upsertFlow(tx *gorm.DB, w *RoundWrite) error {
 			rounds = CASE WHEN excluded.rounds > flows.rounds THEN excluded.rounds ELSE flows.rounds END,
 			started_at = CASE WHEN excluded.started_at < flows.started_at THEN excluded.started_at ELSE flows.started_at END,
 			updated_at = CASE WHEN excluded.updated_at > flows.updated_at THEN excluded.updated_at ELSE flows.updated_at END,
-			server_ms = flows.server_ms + excluded.server_ms,
-			client_wait_ms = flows.client_wait_ms + excluded.client_wait_ms`,
+			server_us = flows.server_us + excluded.server_us,
+			client_wait_us = flows.client_wait_us + excluded.client_wait_us`,
 		f.ID, f.TenantID, f.TenantSlug, f.Method, f.Target, f.PrincipalIssuer, f.PrincipalSubject,
 		f.PrincipalClient, f.ClientName, f.ClientVersion, f.Era, f.State, n, f.PendingKinds, f.KeyID, f.Replica, f.TraceID, f.Detail,
-		f.StartedAt.UTC(), f.UpdatedAt.UTC(), utcPtr(f.WaitingSince), utcPtr(f.StateExpiresAt), serverMS, waitMS).Error
+		f.StartedAt.UTC(), f.UpdatedAt.UTC(), utcPtr(f.WaitingSince), utcPtr(f.StateExpiresAt), serverUS, waitUS).Error
 	if err != nil {
 		return fmt.Errorf("write flow %s: %w", f.ID, err)
 	}

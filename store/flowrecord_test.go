@@ -46,8 +46,8 @@ func TestTheRecordKeepsAFlowsLatestStateWhateverOrderRoundsArriveIn(t *testing.T
 			if f.State != store.FlowCompleted || f.Rounds != 2 || f.KeyID != "k2" || len(rounds) != 2 {
 				t.Fatalf("flow after out-of-order rounds: state %s, rounds %d, key %s, %d rows", f.State, f.Rounds, f.KeyID, len(rounds))
 			}
-			if f.ServerMS != 2 || f.ClientWaitMS != 4000 || !f.StartedAt.Equal(t0.Add(time.Second-2*time.Minute)) {
-				t.Fatalf("accumulated times: server %d ms, wait %d ms, started %v", f.ServerMS, f.ClientWaitMS, f.StartedAt)
+			if f.ServerUS != 3000 || f.ClientWaitUS != 4_000_000 || !f.StartedAt.Equal(t0.Add(time.Second-2*time.Minute)) {
+				t.Fatalf("accumulated times: server %d µs, wait %d µs, started %v", f.ServerUS, f.ClientWaitUS, f.StartedAt)
 			}
 			// A cancelled flow stays cancelled whatever round comes next.
 			if _, err := st.WriteRounds(ctx, []store.RoundWrite{round("fl_b", 1, store.FlowAwaitingInput, t0)}); err != nil {

@@ -80,7 +80,7 @@ async function boot() {
   const roleText = me.role === "tenant-admin" ? "tenant admin · " + (me.tenants || []).join(", ") : me.role;
   document.getElementById("who").replaceChildren(
     h("span", { title: me.subject }, me.name || me.subject),
-    h("span", { class: "badge s-cancelled", "data-role": me.role }, roleText),
+    h("span", { class: "role", "data-role": me.role }, roleText),
     me.session ? h("button", { type: "button", onclick: signOut }, "Sign out") : null);
   render();
 }

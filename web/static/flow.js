@@ -95,6 +95,8 @@ export default async function flowPage(ctx, tenant, id) {
       prevEnd = r.endedAt;
     }
     if (flow.state === "awaiting_input") items.push(h("li", { class: "wait" }, `waiting for the user for ${duration(since(flow.waitingSince))}…`));
+    if (flow.state === "cancelled") items.push(h("li", { class: "wait" }, `cancelled by ${flow.cancelledBy || "an admin"}${flow.cancelReason ? ": " + flow.cancelReason : ""}`));
+    if (flow.state === "expired") items.push(h("li", { class: "wait" }, "expired: no answer came before its state expired"));
     timeline.replaceChildren(...items);
   }
 

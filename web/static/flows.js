@@ -99,9 +99,9 @@ export default async function flowsPage(ctx) {
 
   const table = h("table", { class: "grid", "aria-label": "Flows" },
     h("colgroup", {},
-      h("col", { style: "width:140px" }), h("col", { style: "width:110px" }), h("col", {}), h("col", { style: "width:17%" }),
+      h("col", { style: "width:158px" }), h("col", { style: "width:110px" }), h("col", {}), h("col", { style: "width:17%" }),
       h("col", { style: "width:13%" }), h("col", { style: "width:64px" }), h("col", { style: "width:120px" }),
-      h("col", { style: "width:84px" }), h("col", { style: "width:92px" }), h("col", { style: "width:110px" }), h("col", { style: "width:56px" })),
+      h("col", { style: "width:84px" }), h("col", { style: "width:92px" }), h("col", { style: "width:110px" }), h("col", { style: "width:64px" })),
     h("thead", {}, h("tr", {},
       h("th", { scope: "col" }, "State"), h("th", { scope: "col" }, "Tenant"), h("th", { scope: "col" }, "Target"),
       h("th", { scope: "col" }, "Principal"), h("th", { scope: "col" }, "Client"), h("th", { scope: "col", class: "num" }, "Round"),
@@ -145,7 +145,7 @@ export default async function flowsPage(ctx) {
 
   function open(flow) { ctx.navigate(`/admin/flows/${encodeURIComponent(flow.tenant)}/${encodeURIComponent(flow.id)}`); }
 
-  function select(i) {
+  function choose(i) {
     const trs = tbody.rows;
     if (!trs.length) return;
     selected = Math.max(0, Math.min(i, trs.length - 1));
@@ -154,7 +154,9 @@ export default async function flowsPage(ctx) {
     trs[selected].focus({ preventScroll: false });
   }
 
+  let shownCounts = {};
   function renderCounts(c) {
+    shownCounts = { ...(c || {}) };
     const active = new Set((f.state || "").split(",").filter(Boolean));
     counts.replaceChildren(...STATES.map((s) => h("button", {
       type: "button", "aria-pressed": String(active.has(s)), dataset: { state: s },
@@ -202,8 +204,20 @@ export default async function flowsPage(ctx) {
     }, 800);
   }
 
+  // adjustCounts moves a flow between the state counts at once; the
+  // debounced refresh then corrects whatever the table cannot know.
+  function adjustCounts(from, to) {
+    if (from === to) return;
+    if (from) shownCounts[from] = Math.max(0, (shownCounts[from] || 0) - 1);
+    if (to) shownCounts[to] = (shownCounts[to] || 0) + 1;
+    for (const b of counts.querySelectorAll("button[data-state]")) {
+      b.querySelector(".count").textContent = String(shownCounts[b.dataset.state] || 0);
+    }
+  }
+
   function apply(flow) {
     const known = rows.get(flow.id);
+    adjustCounts(known ? known.flow.state : null, flow.state);
     if (known) {
       if (!matches(f, flow)) {
         known.tr.remove();
@@ -274,8 +288,8 @@ export default async function flowsPage(ctx) {
       if (e.key === "Escape") e.target.blur();
       return;
     }
-    if (e.key === "j" || e.key === "ArrowDown") { e.preventDefault(); select(selected + 1); }
-    else if (e.key === "k" || e.key === "ArrowUp") { e.preventDefault(); select(selected - 1); }
+    if (e.key === "j" || e.key === "ArrowDown") { e.preventDefault(); choose(selected + 1); }
+    else if (e.key === "k" || e.key === "ArrowUp") { e.preventDefault(); choose(selected - 1); }
     else if (e.key === "Enter" && selected >= 0) { const id = tbody.rows[selected]?.dataset.id; if (id) open(rows.get(id).flow); }
     else if (e.key === "/") { e.preventDefault(); form.elements.target.focus(); }
     else if (e.key === "p") { pauseBtn.click(); }

@@ -23,12 +23,13 @@ export default async function keysPage(ctx) {
     try {
       v = await api(`/tenants/${encodeURIComponent(slug)}/keys`);
     } catch (err) {
-      if (err.status === 404) {
+      if (err.status === 404 && /not enabled/.test(err.message)) {
+        body.replaceChildren(empty("Every tenant shares the static key ring (PLATFORM_STATE_KEYS): per-tenant rings and rotation need the local or Vault keys provider."));
+      } else if (err.status === 404) {
         body.replaceChildren(empty(`${slug} has no key ring yet: its first multi-round flow creates one.`));
-        return;
+      } else {
+        body.replaceChildren(errorBox(err));
       }
-      if (err.status === 503 || err.problem?.type?.endsWith("not-found")) { body.replaceChildren(errorBox(err)); return; }
-      body.replaceChildren(errorBox(err));
       return;
     }
     const next = v.next || {};

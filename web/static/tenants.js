@@ -3,7 +3,7 @@
 import { api } from "./api.js";
 import { h, stateBadge, empty, toast } from "./ui.js";
 
-const KINDS = [["tool", "tools"], ["prompt", "prompts"], ["resource", "resources"], ["resource_template", "templates"]];
+const KINDS = [["tool", "tool", "tools"], ["prompt", "prompt", "prompts"], ["resource", "resource", "resources"], ["resource_template", "template", "templates"]];
 
 export default async function tenantsPage(ctx) {
   const { main } = ctx;
@@ -18,16 +18,17 @@ export default async function tenantsPage(ctx) {
     return h("tr", { onclick: () => ctx.navigate("/admin/flows?tenant=" + encodeURIComponent(t.slug)), dataset: { slug: t.slug } },
       h("td", {}, h("strong", {}, t.slug), h("div", { class: "sub" }, t.displayName)),
       h("td", {}, t.disabled ? h("span", { class: "badge s-cancelled" }, "disabled") : h("span", { class: "badge s-completed" }, "serving")),
-      h("td", { class: "mono", title: t.endpoint }, t.endpoint,
-        " ", h("button", { type: "button", title: "Copy the endpoint URL", onclick: (e) => { e.stopPropagation(); navigator.clipboard?.writeText(t.endpoint).then(() => toast("Copied")); } }, "copy")),
+      h("td", { class: "mono", title: t.endpoint },
+        h("button", { type: "button", title: "Copy the endpoint URL", onclick: (e) => { e.stopPropagation(); navigator.clipboard?.writeText(t.endpoint).then(() => toast("Copied")); } }, "copy"),
+        " ", t.endpoint),
       h("td", {}, access),
-      h("td", {}, KINDS.map(([k, label]) => o.catalogue[k] ? h("span", { class: "kind" }, `${o.catalogue[k]} ${label}`) : null)),
+      h("td", {}, KINDS.map(([k, one, many]) => o.catalogue[k] ? h("span", { class: "kind" }, `${o.catalogue[k]} ${o.catalogue[k] === 1 ? one : many}`) : null)),
       h("td", { class: "num" }, waiting ? [stateBadge("awaiting_input"), " ", String(waiting)] : "0"),
       h("td", { class: "num" }, running ? String(running) : "0"));
   });
   main.append(h("table", { class: "grid", "aria-label": "Tenants" },
-    h("colgroup", {}, h("col", { style: "width:16%" }), h("col", { style: "width:100px" }), h("col", {}), h("col", { style: "width:150px" }),
-      h("col", { style: "width:22%" }), h("col", { style: "width:150px" }), h("col", { style: "width:80px" })),
+    h("colgroup", {}, h("col", { style: "width:13%" }), h("col", { style: "width:100px" }), h("col", {}), h("col", { style: "width:140px" }),
+      h("col", { style: "width:18%" }), h("col", { style: "width:160px" }), h("col", { style: "width:80px" })),
     h("thead", {}, h("tr", {}, h("th", {}, "Tenant"), h("th", {}, "Status"), h("th", {}, "Endpoint"), h("th", {}, "Access"),
       h("th", {}, "Catalogue"), h("th", { class: "num" }, "Waiting now"), h("th", { class: "num" }, "Running"))),
     h("tbody", {}, rows)));

@@ -8,6 +8,13 @@ export function h(tag, attrs, ...children) {
     if (v === undefined || v === null || v === false) continue;
     if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
     else if (k === "dataset") Object.assign(el.dataset, v);
+    else if (k === "style") {
+      // Set through the CSSOM: the page's CSP refuses style attributes.
+      for (const decl of String(v).split(";")) {
+        const i = decl.indexOf(":");
+        if (i > 0) el.style.setProperty(decl.slice(0, i).trim(), decl.slice(i + 1).trim());
+      }
+    }
     else el.setAttribute(k, v === true ? "" : String(v));
   }
   for (const c of children.flat()) {
