@@ -120,18 +120,12 @@ func (s *Server) viewFlow(f *store.Flow) flowView {
 }
 
 func (s *Server) viewRound(r *store.FlowRound) roundView {
-	raw := func(s string) json.RawMessage {
-		if s == "" {
-			return nil
-		}
-		return json.RawMessage(s)
-	}
 	return roundView{
 		N: r.N, ArrivedAt: r.ArrivedAt.UTC(), EndedAt: r.EndedAt.UTC(),
 		ServerMS: float64(r.ServerUS) / 1000, ClientWaitMS: float64(r.ClientWaitUS) / 1000,
 		ResultType: r.ResultType, ErrorClass: r.ErrorClass, StateIn: r.StateIn, KeyIn: r.KeyIn, KeyOut: r.KeyOut,
-		StateExpiresAt: r.StateExpiresAt, Asked: raw(r.Asked), Answers: raw(r.Answers), Webhook: raw(r.Webhook),
-		Principal: raw(r.Principal), Client: raw(r.Client), Replica: r.Replica, TraceID: r.TraceID, SpanID: r.SpanID,
+		StateExpiresAt: r.StateExpiresAt, Asked: r.Asked, Answers: r.Answers, Webhook: r.Webhook,
+		Principal: r.Principal, Client: r.Client, Replica: r.Replica, TraceID: r.TraceID, SpanID: r.SpanID,
 		TraceURL: s.traceURL(r.TraceID, r.SpanID),
 	}
 }

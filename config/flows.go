@@ -12,6 +12,10 @@ import (
 
 // FlowsConfig is the flow record and the admin UI's view of it.
 type FlowsConfig struct {
+	// Record turns the flow record on (the default); off, the platform
+	// serves as before but keeps no record, so the admin UI's flow pages
+	// stay empty and flows cannot be cancelled by id.
+	Record bool
 	// Retention is how long a flow that no longer changes is kept.
 	Retention time.Duration
 	// Replica names this replica in the record (default: the host name).
@@ -23,6 +27,7 @@ type FlowsConfig struct {
 
 func flowsFlags(fs *flag.FlagSet, c *FlowsConfig) {
 	host, _ := os.Hostname()
+	fs.BoolVar(&c.Record, "flow-record", true, "record every round of every multi-round flow (the admin UI's flow pages, cancellation)")
 	fs.DurationVar(&c.Retention, "flow-retention", 7*24*time.Hour, "how long the flow record keeps a flow that no longer changes")
 	fs.StringVar(&c.Replica, "replica-name", host, "this replica's name in the flow record (default: the host name)")
 	fs.StringVar(&c.TraceURL, "trace-url", "", "trace link template for the admin UI, e.g. https://tempo.example/trace/{traceId} (empty: no links)")

@@ -127,7 +127,8 @@ func TestEveryRoundOfAFlowIsRecordedWithItsQuestionsButNotItsAnswers(t *testing.
 			}
 			asked := rounds[0].(map[string]any)["asked"].([]any)
 			q := asked[0].(map[string]any)
-			if q["key"] != "size" || q["kind"] != "form" || q["message"] != "Which size of boots?" || q["requestedSchema"] == nil {
+			params, _ := q["params"].(map[string]any)
+			if q["key"] != "size" || q["kind"] != "form" || params["message"] != "Which size of boots?" || params["requestedSchema"] == nil {
 				t.Fatalf("question recorded as %v", q)
 			}
 

@@ -31,6 +31,9 @@ type Question struct {
 	// URL is a URL elicitation's address, without its query or fragment
 	// (which may carry one-time codes).
 	URL string `json:"url,omitempty"`
+	// Params are a form elicitation's params (message, requestedSchema)
+	// as sent.
+	Params json.RawMessage `json:"params,omitempty"`
 }
 
 // webhookFacts is a round's delivery as the record keeps it.
@@ -49,14 +52,19 @@ type principalFacts struct {
 	Client  string `json:"client,omitempty"`
 }
 
-// write turns a finished round into what the record stores; ok is false
-// for a round that belongs to no flow.
-func write(rd *tenants.Round, replica string, running bool) (store.RoundWrite, bool) {
+// recorded reports whether the record keeps rd: a round of a
+// multi-round flow, or a refused state that names its flow.
+func recorded(rd *tenants.Round, running bool) bool {
 	if rd.FlowID == "" || rd.Tenant == "" {
-		return store.RoundWrite{}, false
+		return false
 	}
-	rejected := rd.StateIn.Outcome == tenants.StateRejected
-	if !running && !rejected && !rd.InFlow() {
+	return running || rd.StateIn.Outcome == tenants.StateRejected || rd.InFlow()
+}
+
+// write turns a round into what the record stores; ok is false for a
+// round that belongs to no flow.
+func write(rd *tenants.Round, replica string, running bool) (store.RoundWrite, bool) {
+	if !recorded(rd, running) {
 		return store.RoundWrite{}, false
 	}
 	sc := rd.SpanContext()
@@ -101,9 +109,7 @@ func write(rd *tenants.Round, replica string, running bool) (store.RoundWrite, b
 		return w, true
 	}
 	r := store.FlowRound{
-		FlowID:     rd.FlowID,
 		N:          rd.Number,
-		TenantID:   rd.TenantID,
 		ArrivedAt:  rd.Arrived,
 		EndedAt:    rd.Ended,
 		ServerUS:   rd.Ended.Sub(rd.Arrived).Microseconds(),
@@ -114,7 +120,7 @@ func write(rd *tenants.Round, replica string, running bool) (store.RoundWrite, b
 		KeyOut:     rd.StateOut.KeyID,
 		Replica:    replica,
 		Asked:      questionsJSON(rd.Asked),
-		Client:     jsonText(rd.Client),
+		Client:     jsonRaw(rd.Client),
 	}
 	if !rd.PreviousEnded.IsZero() {
 		r.ClientWaitUS = max(rd.Arrived.Sub(rd.PreviousEnded), 0).Microseconds()
@@ -127,14 +133,14 @@ func write(rd *tenants.Round, replica string, running bool) (store.RoundWrite, b
 		r.StateExpiresAt = &exp
 	}
 	if p := rd.Principal; p != nil {
-		r.Principal = jsonText(principalFacts{Issuer: p.Issuer, Subject: p.Subject, Client: p.Client})
+		r.Principal = jsonRaw(principalFacts{Issuer: p.Issuer, Subject: p.Subject, Client: p.Client})
 	}
 	if wh := rd.Webhook; wh != nil {
-		r.Webhook = jsonText(webhookFacts{Kind: wh.Kind, Outcome: wh.Outcome, Failed: wh.Failed, Status: wh.Status,
+		r.Webhook = jsonRaw(webhookFacts{Kind: wh.Kind, Outcome: wh.Outcome, Failed: wh.Failed, Status: wh.Status,
 			DurationMS: wh.Duration.Milliseconds()})
 	}
 	if len(rd.Answers) > 0 {
-		r.Answers = jsonText(rd.Answers)
+		r.Answers = jsonRaw(rd.Answers)
 	}
 	w.Round = r
 	return w, true
@@ -174,16 +180,20 @@ func pendingKinds(asked map[string]mrtr.InputRequest) string {
 }
 
 // questionsJSON records what each input request asked, in key order.
-func questionsJSON(asked map[string]mrtr.InputRequest) string {
+func questionsJSON(asked map[string]mrtr.InputRequest) json.RawMessage {
 	if len(asked) == 0 {
-		return ""
+		return nil
 	}
 	qs := make([]Question, 0, len(asked))
 	for _, key := range slices.Sorted(maps.Keys(asked)) {
 		r := asked[key]
 		q := Question{Key: key, Kind: r.Kind()}
-		switch r.Method {
-		case mcp.MethodElicit:
+		switch r.Kind() {
+		case mrtr.KindForm:
+			// A form's params are the question as the client sees it:
+			// recorded as they are, unparsed.
+			q.Params = r.Params
+		case mrtr.KindURL:
 			var p struct {
 				Message         string          `json:"message"`
 				RequestedSchema json.RawMessage `json:"requestedSchema"`
@@ -196,7 +206,7 @@ func questionsJSON(asked map[string]mrtr.InputRequest) string {
 		}
 		qs = append(qs, q)
 	}
-	return jsonText(qs)
+	return jsonRaw(qs)
 }
 
 // stripQuery drops a URL's query and fragment.
@@ -223,10 +233,10 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-func jsonText(v any) string {
+func jsonRaw(v any) json.RawMessage {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return ""
+		return nil
 	}
-	return string(b)
+	return b
 }

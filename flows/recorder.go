@@ -24,7 +24,8 @@ type Options struct {
 	// a full queue drops rounds rather than hold up serving.
 	QueueSize int
 	// BatchSize and BatchDelay bound a write: at most BatchSize rounds,
-	// and a round waits at most BatchDelay (defaults 256, 50 ms).
+	// and a round waits at most BatchDelay (defaults 512, 100 ms). Larger
+	// batches merge more rounds of one flow into one change.
 	BatchSize  int
 	BatchDelay time.Duration
 	// Written is told after every committed write (this replica's
@@ -48,7 +49,7 @@ const DefaultRetention = 7 * 24 * time.Hour
 type Recorder struct {
 	opts    Options
 	log     *slog.Logger
-	queue   chan store.RoundWrite
+	queue   chan queued
 	dropped atomic.Int64
 
 	stop context.CancelFunc
@@ -68,15 +69,15 @@ func NewRecorder(ctx context.Context, opts Options) *Recorder {
 		opts.QueueSize = 10_000
 	}
 	if opts.BatchSize <= 0 {
-		opts.BatchSize = 256
+		opts.BatchSize = 512
 	}
 	if opts.BatchDelay <= 0 {
-		opts.BatchDelay = 50 * time.Millisecond
+		opts.BatchDelay = 100 * time.Millisecond
 	}
 	r := &Recorder{
 		opts:  opts,
 		log:   opts.Logger,
-		queue: make(chan store.RoundWrite, opts.QueueSize),
+		queue: make(chan queued, opts.QueueSize),
 		done:  make(chan struct{}),
 	}
 	ctx, r.stop = context.WithCancel(context.WithoutCancel(ctx))
@@ -84,23 +85,32 @@ func NewRecorder(ctx context.Context, opts Options) *Recorder {
 	return r
 }
 
-// Round implements tenants.RoundSink.
+// queued is a round waiting to be written: a finished round, converted
+// on the writer's goroutine (nothing writes to it any more), or the
+// start of a running round, converted at once (the round goes on).
+type queued struct {
+	rd      *tenants.Round
+	running store.RoundWrite
+}
+
+// Round implements tenants.RoundSink. It only queues the round: the
+// serving goroutine does no more than a channel send.
 func (r *Recorder) Round(_ context.Context, rd *tenants.Round) {
-	if w, ok := write(rd, r.opts.Replica, false); ok {
-		r.enqueue(w)
+	if recorded(rd, false) {
+		r.enqueue(queued{rd: rd})
 	}
 }
 
 // Running implements tenants.RunningSink.
 func (r *Recorder) Running(_ context.Context, rd *tenants.Round) {
 	if w, ok := write(rd, r.opts.Replica, true); ok {
-		r.enqueue(w)
+		r.enqueue(queued{running: w})
 	}
 }
 
-func (r *Recorder) enqueue(w store.RoundWrite) {
+func (r *Recorder) enqueue(q queued) {
 	select {
-	case r.queue <- w:
+	case r.queue <- q:
 	default:
 		r.drop(1)
 	}
@@ -132,6 +142,13 @@ func (r *Recorder) run(ctx context.Context) {
 	report := time.NewTicker(time.Minute)
 	defer report.Stop()
 	batch := make([]store.RoundWrite, 0, r.opts.BatchSize)
+	add := func(q queued) {
+		if q.rd == nil {
+			batch = append(batch, q.running)
+		} else if w, ok := write(q.rd, r.opts.Replica, false); ok {
+			batch = append(batch, w)
+		}
+	}
 	var timer <-chan time.Time
 	flush := func(ctx context.Context) {
 		if len(batch) == 0 {
@@ -150,9 +167,9 @@ func (r *Recorder) run(ctx context.Context) {
 			dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			for {
 				select {
-				case w := <-r.queue:
-					batch = append(batch, w)
-					if len(batch) == r.opts.BatchSize {
+				case q := <-r.queue:
+					add(q)
+					if len(batch) >= r.opts.BatchSize {
 						flush(dctx)
 					}
 					continue
@@ -163,8 +180,8 @@ func (r *Recorder) run(ctx context.Context) {
 			flush(dctx)
 			cancel()
 			return
-		case w := <-r.queue:
-			batch = append(batch, w)
+		case q := <-r.queue:
+			add(q)
 			if len(batch) >= r.opts.BatchSize {
 				flush(ctx)
 			} else if timer == nil {
@@ -205,21 +222,21 @@ func (r *Recorder) committed(ctx context.Context) {
 }
 
 func (r *Recorder) expireOnce(ctx context.Context) {
-	evs, err := r.opts.Store.ExpireFlows(ctx, time.Now())
+	changes, err := r.opts.Store.ExpireFlows(ctx, time.Now())
 	if err != nil {
 		if ctx.Err() == nil {
 			r.log.Warn("marking expired flows failed", "err", err)
 		}
 		return
 	}
-	if len(evs) > 0 {
+	if len(changes) > 0 {
 		r.committed(ctx)
 	}
 }
 
 func (r *Recorder) pruneOnce(ctx context.Context) {
 	now := time.Now()
-	n, err := r.opts.Store.PruneFlows(ctx, now.Add(-r.opts.Retention), now.Add(-eventRetention))
+	n, err := r.opts.Store.PruneFlows(ctx, now.Add(-r.opts.Retention))
 	if err != nil {
 		if ctx.Err() == nil {
 			r.log.Warn("pruning the flow record failed", "err", err)
@@ -239,7 +256,3 @@ func (r *Recorder) reportDrops() {
 	}
 	r.log.Warn("flow record dropped rounds: the write queue was full or the database failed", "rounds", n)
 }
-
-// eventRetention is how long flow events are kept: how far back a stream
-// can resume.
-const eventRetention = time.Hour

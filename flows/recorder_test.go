@@ -15,7 +15,7 @@ func TestAFullQueueDropsAndCountsWithoutEverBlocking(t *testing.T) {
 	var dropped atomic.Int64
 	// No writer drains this queue: every round beyond its two slots must
 	// be dropped at once, never waited for.
-	r := &Recorder{opts: Options{Replica: "r1", Dropped: func(n int64) { dropped.Add(n) }}, queue: make(chan store.RoundWrite, 2)}
+	r := &Recorder{opts: Options{Replica: "r1", Dropped: func(n int64) { dropped.Add(n) }}, queue: make(chan queued, 2)}
 	rd := &tenants.Round{FlowID: "fl_AAAAAAAAAAAAAAAA", TenantID: "t1", Tenant: "acme", Number: 1,
 		ResultType: mcp.ResultTypeInputRequired, Arrived: time.Now(), Ended: time.Now()}
 	done := make(chan struct{})

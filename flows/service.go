@@ -44,17 +44,17 @@ func (s *Service) Cancel(ctx context.Context, flows []store.Flow, reason, by str
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	evs, err := s.Store.CancelFlows(ctx, ids, reason, by)
+	changes, err := s.Store.CancelFlows(ctx, ids, reason, by)
 	if err != nil {
 		return 0, err
 	}
-	if len(evs) > 0 {
+	if len(changes) > 0 {
 		if s.Watcher != nil {
 			s.Watcher.Wake()
 		}
 		_ = s.Store.NotifyFlows(ctx)
 	}
-	return len(evs), nil
+	return len(changes), nil
 }
 
 // Watch follows the flow changes the caller may see, after change after.

@@ -52,7 +52,7 @@ func NewWatcher(ctx context.Context, st *store.Store, log *slog.Logger, poll tim
 	}
 	w := &Watcher{store: st, log: log, poll: poll, wake: make(chan struct{}, 1), last: -1,
 		subs: map[*subscription]struct{}{}, done: make(chan struct{})}
-	if last, err := st.LastFlowEvent(ctx); err == nil {
+	if last, err := st.LastFlowChange(ctx); err == nil {
 		w.last = last
 	}
 	notes, err := st.ListenFlows(ctx)
@@ -99,10 +99,18 @@ func (w *Watcher) run(ctx context.Context, notes <-chan struct{}) {
 // read dispatches every event after the last one seen.
 func (w *Watcher) read(ctx context.Context) error {
 	w.mu.Lock()
-	unknown := w.last < 0
+	unknown, idle := w.last < 0, len(w.subs) == 0
+	if idle {
+		// Nobody watches: reading would cost the database and this
+		// replica for nothing. A subscriber starts from the record itself.
+		w.last = -1
+	}
 	w.mu.Unlock()
+	if idle {
+		return nil
+	}
 	if unknown {
-		last, err := w.store.LastFlowEvent(ctx)
+		last, err := w.store.LastFlowChange(ctx)
 		if err != nil {
 			return err
 		}
@@ -132,32 +140,17 @@ func (w *Watcher) read(ctx context.Context) error {
 	}
 }
 
-// changesAfter reads up to limit changes after id, each with its flow
-// as it is now.
-func (w *Watcher) changesAfter(ctx context.Context, id int64, limit int) ([]store.FlowChange, error) {
-	evs, err := w.store.FlowEventsAfter(ctx, id, limit)
-	if err != nil || len(evs) == 0 {
+// changesAfter reads up to limit changes after seq: the flows changed
+// since, each as it is now, in the order of their latest changes.
+func (w *Watcher) changesAfter(ctx context.Context, seq int64, limit int) ([]store.FlowChange, error) {
+	flows, err := w.store.FlowsChangedAfter(ctx, seq, limit)
+	if err != nil || len(flows) == 0 {
 		return nil, err
 	}
-	ids := make([]string, 0, len(evs))
-	seen := map[string]bool{}
-	for _, e := range evs {
-		if !seen[e.FlowID] {
-			seen[e.FlowID] = true
-			ids = append(ids, e.FlowID)
-		}
-	}
-	rows, err := w.store.FlowsByID(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	byID := make(map[string]*store.Flow, len(rows))
-	for i := range rows {
-		byID[rows[i].ID] = &rows[i]
-	}
-	out := make([]store.FlowChange, len(evs))
-	for i, e := range evs {
-		out[i] = store.FlowChange{ID: e.ID, TenantID: e.TenantID, Flow: byID[e.FlowID]}
+	out := make([]store.FlowChange, len(flows))
+	for i := range flows {
+		f := &flows[i]
+		out[i] = store.FlowChange{ID: f.Seq, TenantID: f.TenantID, Flow: f}
 	}
 	return out, nil
 }
@@ -177,14 +170,25 @@ func (s *subscription) send(c store.FlowChange, w *Watcher) {
 }
 
 // Subscribe returns the changes a subscriber may see (visible says which
-// tenants' flows), starting after change after: changes still kept are
-// replayed first (a Reset when some are no longer kept), then new ones
-// follow live. The channel closes when ctx ends, when the subscriber
+// tenants' flows), starting after change after: every flow changed since
+// is replayed first, as it is now (a flow's latest change stands for its
+// earlier ones; a Reset when more changed than a buffer holds), then new
+// changes follow live. The channel closes when ctx ends, when the subscriber
 // falls too far behind (after a Reset), or when the watcher stops.
 func (w *Watcher) Subscribe(ctx context.Context, after int64, visible func(tenantID string) bool) (<-chan store.FlowChange, error) {
 	s := &subscription{visible: visible, ch: make(chan store.FlowChange, subscriberBuffer)}
 	w.mu.Lock()
-	live := max(w.last, 0)
+	if w.last < 0 {
+		// Idle until now: where the record stands is where live changes
+		// start.
+		last, err := w.store.LastFlowChange(ctx)
+		if err != nil {
+			w.mu.Unlock()
+			return nil, err
+		}
+		w.last = last
+	}
+	live := w.last
 	if after < 0 || after > live {
 		after = live
 	}
@@ -199,12 +203,10 @@ func (w *Watcher) Subscribe(ctx context.Context, after int64, visible func(tenan
 		w.mu.Unlock()
 		return nil, err
 	}
-	switch {
-	case len(replay) > 0 && replay[0].ID != after+1,
-		len(replay) == subscriberBuffer && replay[len(replay)-1].ID < live:
-		// Changes were pruned, or more than a buffer's worth missed.
+	if len(replay) == subscriberBuffer && replay[len(replay)-1].ID < live {
+		// More changed than a buffer holds: reload rather than replay.
 		s.ch <- store.FlowChange{ID: live, Reset: true}
-	default:
+	} else {
 		for _, c := range replay {
 			if c.ID <= live && visible(c.TenantID) {
 				s.ch <- c

@@ -2,6 +2,10 @@
 -- in batches by the replica that served the round, read by the admin API
 -- and UI. A flow's row is its latest state; its rounds are its history.
 -- Rows go once the flow has not changed for the retention period.
+--
+-- seq numbers every change to a flow row in commit order across the fleet
+-- (writers serialise on an advisory lock on PostgreSQL; SQLite has one
+-- writer): a live stream resumes after the last seq it saw.
 CREATE TABLE flows (
     id                TEXT PRIMARY KEY,
     tenant_id         TEXT NOT NULL,
@@ -28,55 +32,28 @@ CREATE TABLE flows (
     server_us         BIGINT NOT NULL DEFAULT 0,
     client_wait_us    BIGINT NOT NULL DEFAULT 0,
     cancel_reason     TEXT NOT NULL DEFAULT '',
-    cancelled_by      TEXT NOT NULL DEFAULT ''
+    cancelled_by      TEXT NOT NULL DEFAULT '',
+    seq               BIGINT NOT NULL
 );
 
--- What the UI filters and sorts on: state within a tenant, newest first;
--- how long flows have waited; a principal's flows; a key's flows.
+-- What the UI filters and sorts on. The flows in flight are few and
+-- change often; finished ones are many and never change again, so the
+-- indexes only in-flight filters need are partial: a finished flow costs
+-- them nothing.
 CREATE INDEX flows_tenant_state ON flows (tenant_id, state, updated_at);
 CREATE INDEX flows_state_updated ON flows (state, updated_at);
-CREATE INDEX flows_waiting ON flows (state, waiting_since);
-CREATE INDEX flows_expiry ON flows (state, state_expires_at);
-CREATE INDEX flows_principal ON flows (principal_subject, principal_issuer);
-CREATE INDEX flows_key ON flows (key_id);
-CREATE INDEX flows_updated ON flows (updated_at);
+CREATE UNIQUE INDEX flows_seq ON flows (seq);
+CREATE INDEX flows_waiting ON flows (waiting_since) WHERE state = 'awaiting_input';
+CREATE INDEX flows_expiry ON flows (state_expires_at) WHERE state = 'awaiting_input';
+CREATE INDEX flows_principal ON flows (principal_subject, principal_issuer) WHERE state IN ('awaiting_input', 'running');
+CREATE INDEX flows_key ON flows (key_id) WHERE state IN ('awaiting_input', 'running');
 
+-- A flow's rounds, as each batch wrote them: one row per flow per batch,
+-- its rounds a JSON array (the record reads them only by flow).
 CREATE TABLE flow_rounds (
-    flow_id          TEXT NOT NULL,
-    n                INTEGER NOT NULL,
-    seq              INTEGER NOT NULL DEFAULT 0,
-    tenant_id        TEXT NOT NULL,
-    arrived_at       TIMESTAMP NOT NULL,
-    ended_at         TIMESTAMP NOT NULL,
-    server_us        BIGINT NOT NULL DEFAULT 0,
-    client_wait_us   BIGINT NOT NULL DEFAULT 0,
-    result_type      TEXT NOT NULL DEFAULT '',
-    error_class      TEXT NOT NULL DEFAULT '',
-    state_in         TEXT NOT NULL DEFAULT '',
-    key_in           TEXT NOT NULL DEFAULT '',
-    key_out          TEXT NOT NULL DEFAULT '',
-    state_expires_at TIMESTAMP,
-    asked            TEXT NOT NULL DEFAULT '',
-    answers          TEXT NOT NULL DEFAULT '',
-    webhook          TEXT NOT NULL DEFAULT '',
-    principal        TEXT NOT NULL DEFAULT '',
-    client           TEXT NOT NULL DEFAULT '',
-    replica          TEXT NOT NULL DEFAULT '',
-    trace_id         TEXT NOT NULL DEFAULT '',
-    span_id          TEXT NOT NULL DEFAULT '',
-    PRIMARY KEY (flow_id, n, seq)
-);
-
-CREATE INDEX flow_rounds_ended ON flow_rounds (ended_at);
-
--- Every change to a flow, in commit order (writers serialise on an
--- advisory lock on PostgreSQL; SQLite has one writer), so a stream can
--- resume after the last event it saw, on any replica.
-CREATE TABLE flow_events (
-    id        BIGINT PRIMARY KEY,
     flow_id   TEXT NOT NULL,
+    seq       BIGINT NOT NULL,
     tenant_id TEXT NOT NULL,
-    at        TIMESTAMP NOT NULL
+    rounds    TEXT NOT NULL,
+    PRIMARY KEY (flow_id, seq)
 );
-
-CREATE INDEX flow_events_at ON flow_events (at);

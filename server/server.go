@@ -173,7 +173,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		topts.Telemetry = tel
 	}
 	fl := startFlows(ctx, cfg, st, log, tel)
-	topts.Sinks = append(topts.Sinks, fl.recorder)
+	if cfg.Flows.Record {
+		topts.Sinks = append(topts.Sinks, fl.recorder)
+	}
 	reg, err := tenants.New(ctx, topts)
 	if err != nil {
 		fl.close()

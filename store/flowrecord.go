@@ -2,8 +2,11 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -56,185 +59,268 @@ type Flow struct {
 	ClientWaitUS   int64 `gorm:"column:client_wait_us"`
 	CancelReason   string
 	CancelledBy    string
+	// Seq numbers the flow's latest change, in commit order across the
+	// fleet.
+	Seq int64
 }
 
 // TableName is the flows table.
 func (Flow) TableName() string { return "flows" }
 
 // FlowRound is one recorded round of a flow. Asked, Answers, Webhook,
-// Principal and Client are JSON documents the recorder writes and the
-// API passes through.
+// Principal and Client are JSON documents the recorder writes and the API
+// passes through.
 type FlowRound struct {
-	FlowID         string `gorm:"primaryKey"`
-	N              int    `gorm:"primaryKey;column:n"`
-	Seq            int64  `gorm:"primaryKey"`
-	TenantID       string
-	ArrivedAt      time.Time
-	EndedAt        time.Time
-	ServerUS       int64 `gorm:"column:server_us"`
-	ClientWaitUS   int64 `gorm:"column:client_wait_us"`
-	ResultType     string
-	ErrorClass     string
-	StateIn        string
-	KeyIn          string
-	KeyOut         string
-	StateExpiresAt *time.Time
-	Asked          string
-	Answers        string
-	Webhook        string
-	Principal      string
-	Client         string
-	Replica        string
-	TraceID        string
-	SpanID         string
+	N              int             `json:"n"`
+	ArrivedAt      time.Time       `json:"arrivedAt"`
+	EndedAt        time.Time       `json:"endedAt"`
+	ServerUS       int64           `json:"serverUs"`
+	ClientWaitUS   int64           `json:"clientWaitUs"`
+	ResultType     string          `json:"resultType,omitempty"`
+	ErrorClass     string          `json:"errorClass,omitempty"`
+	StateIn        string          `json:"stateIn,omitempty"`
+	KeyIn          string          `json:"keyIn,omitempty"`
+	KeyOut         string          `json:"keyOut,omitempty"`
+	StateExpiresAt *time.Time      `json:"stateExpiresAt,omitempty"`
+	Asked          json.RawMessage `json:"asked,omitempty"`
+	Answers        json.RawMessage `json:"answers,omitempty"`
+	Webhook        json.RawMessage `json:"webhook,omitempty"`
+	Principal      json.RawMessage `json:"principal,omitempty"`
+	Client         json.RawMessage `json:"client,omitempty"`
+	Replica        string          `json:"replica,omitempty"`
+	TraceID        string          `json:"traceId,omitempty"`
+	SpanID         string          `json:"spanId,omitempty"`
 }
 
-// TableName is the flow_rounds table.
-func (FlowRound) TableName() string { return "flow_rounds" }
-
-// FlowEvent is one change to a flow, numbered in commit order across the
-// fleet.
-type FlowEvent struct {
-	ID       int64 `gorm:"primaryKey;autoIncrement:false"`
-	FlowID   string
+// flowRounds is one batch's rounds of one flow: a row of flow_rounds.
+type flowRounds struct {
+	FlowID   string `gorm:"primaryKey"`
+	Seq      int64  `gorm:"primaryKey;autoIncrement:false"`
 	TenantID string
-	At       time.Time
+	Rounds   string
 }
 
-// TableName is the flow_events table.
-func (FlowEvent) TableName() string { return "flow_events" }
+func (flowRounds) TableName() string { return "flow_rounds" }
 
 // FlowChange is one change to a flow as a watcher of the record receives
 // it.
 type FlowChange struct {
-	// ID numbers the change across the fleet; a stream resumes after the
-	// last ID it saw.
+	// ID is the change's seq: a stream resumes after the last ID it saw.
 	ID       int64
 	TenantID string
-	// Flow is the flow as it is now (nil if it was pruned meanwhile).
+	// Flow is the flow as this change left it.
 	Flow *Flow
-	// Reset says changes were missed (the watcher fell behind, or asked
-	// to resume after changes no longer kept): reload, then follow on.
+	// Reset says changes were missed (the watcher fell behind): reload,
+	// then follow on.
 	Reset bool
 }
 
-// RoundWrite is one round to record: the round's row and what it says of
-// its flow.
+// RoundWrite is one round to record: the round and what it says of its
+// flow.
 type RoundWrite struct {
 	Round FlowRound
 	// Flow is the flow as this round leaves it; only the fields a round
-	// knows are read (not Rounds, ServerMS or ClientWaitMS, which the
-	// write accumulates, nor cancellation).
+	// knows are read (not Rounds, ServerUS, ClientWaitUS, Seq, nor
+	// cancellation: the write derives or keeps those).
 	Flow Flow
 	// Running marks the start of a round that calls the webhook: the flow
-	// becomes running, and no round row is written.
+	// becomes running, and no round is written.
 	Running bool
 }
 
-// flowEventLock serialises event numbering across writers on PostgreSQL
-// (a transaction-scoped advisory lock), so events commit in id order and
-// a reader that has seen id n has seen every event before it.
-const flowEventLock = 0x6f70736d63700001
+// flowSeqLock serialises change numbering across writers on PostgreSQL
+// (a transaction-scoped advisory lock), so changes commit in seq order and
+// a reader that has seen seq n has seen every change before it.
+const flowSeqLock = 0x6f70736d63700001
 
 // WriteRounds records a batch of rounds in one transaction and returns
-// the events it numbered. A round's flow is created by its first round
-// and updated by later ones; a round older than the flow's latest round
-// (written late by another replica) adds its row and its times but does
-// not move the flow's state back, and a cancelled flow stays cancelled.
-func (s *Store) WriteRounds(ctx context.Context, rounds []RoundWrite) ([]FlowEvent, error) {
-	if len(rounds) == 0 {
-		return nil, nil
+// the changes it numbered, one per flow. The rounds of one flow in a
+// batch are merged into one change of its row (a fast client's rounds
+// often share a batch), and every row is written by one statement: the
+// cost of recording grows with the flows a batch touches, not with its
+// statements. A flow's row is created by its first round and advanced by
+// later ones; a round older than the row's latest (written late by
+// another replica) adds its round and its times but does not move the
+// state back, and a cancelled flow stays cancelled.
+func (s *Store) WriteRounds(ctx context.Context, writes []RoundWrite) (int, error) {
+	if len(writes) == 0 {
+		return 0, nil
 	}
-	var events []FlowEvent
+	merged := mergeWrites(writes)
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		next, err := s.lockEvents(tx)
+		next, err := s.lockSeq(tx)
 		if err != nil {
 			return err
 		}
-		now := time.Now().UTC()
-		var rows []FlowRound
-		events = events[:0]
-		for i := range rounds {
-			w := &rounds[i]
-			if err := upsertFlow(tx, w); err != nil {
+		for _, m := range merged {
+			m.flow.Seq = next
+			next++
+		}
+		for start := 0; start < len(merged); start += upsertRows {
+			part := merged[start:min(start+upsertRows, len(merged))]
+			if err := upsertFlows(tx, part); err != nil {
 				return err
 			}
-			ev := FlowEvent{ID: next, FlowID: w.Flow.ID, TenantID: w.Flow.TenantID, At: now}
-			next++
-			events = append(events, ev)
-			if !w.Running {
-				r := w.Round
-				r.Seq = ev.ID
-				rows = append(rows, r)
+			if err := insertRounds(tx, part); err != nil {
+				return err
 			}
-		}
-		if len(rows) > 0 {
-			if err := tx.CreateInBatches(rows, 200).Error; err != nil {
-				return fmt.Errorf("write flow rounds: %w", err)
-			}
-		}
-		if err := tx.CreateInBatches(events, 500).Error; err != nil {
-			return fmt.Errorf("write flow events: %w", err)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	return events, nil
+	return len(merged), nil
 }
 
-// lockEvents takes the event-numbering lock and returns the next event id.
-func (s *Store) lockEvents(tx *gorm.DB) (int64, error) {
+// upsertRows bounds the rows of one statement (PostgreSQL takes at most
+// 65535 parameters; a flow row has 26).
+const upsertRows = 1000
+
+// mergedFlow is a batch's writes of one flow.
+type mergedFlow struct {
+	flow   Flow
+	rounds []FlowRound
+	top    int // the highest round number seen
+}
+
+// mergeWrites folds a batch into one change per flow, in first-seen
+// order: the state fields of the newest round, times summed, the
+// earliest start, the latest change.
+func mergeWrites(writes []RoundWrite) []*mergedFlow {
+	index := make(map[string]*mergedFlow, len(writes))
+	var out []*mergedFlow
+	for i := range writes {
+		w := &writes[i]
+		m := index[w.Flow.ID]
+		if m == nil {
+			m = &mergedFlow{flow: w.Flow, top: w.Round.N}
+			index[w.Flow.ID] = m
+			out = append(out, m)
+		} else {
+			f := &m.flow
+			if w.Round.N >= m.top {
+				m.top = w.Round.N
+				f.State, f.PendingKinds, f.Replica, f.Detail = w.Flow.State, w.Flow.PendingKinds, w.Flow.Replica, w.Flow.Detail
+				f.WaitingSince, f.StateExpiresAt = w.Flow.WaitingSince, w.Flow.StateExpiresAt
+				if w.Flow.KeyID != "" {
+					f.KeyID = w.Flow.KeyID
+				}
+				if w.Flow.TraceID != "" {
+					f.TraceID = w.Flow.TraceID
+				}
+			}
+			if w.Flow.ClientName != "" {
+				f.ClientName, f.ClientVersion = w.Flow.ClientName, w.Flow.ClientVersion
+			}
+			if w.Flow.StartedAt.Before(f.StartedAt) {
+				f.StartedAt = w.Flow.StartedAt
+			}
+			if w.Flow.UpdatedAt.After(f.UpdatedAt) {
+				f.UpdatedAt = w.Flow.UpdatedAt
+			}
+		}
+		if !w.Running {
+			m.flow.ServerUS += w.Round.ServerUS
+			m.flow.ClientWaitUS += w.Round.ClientWaitUS
+			m.rounds = append(m.rounds, w.Round)
+		}
+	}
+	for _, m := range out {
+		m.flow.Rounds = m.top
+	}
+	return out
+}
+
+// lockSeq takes the numbering lock and returns the next seq.
+func (s *Store) lockSeq(tx *gorm.DB) (int64, error) {
 	if s.dialect == Postgres {
-		if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", int64(flowEventLock)).Error; err != nil {
-			return 0, fmt.Errorf("lock flow events: %w", err)
+		if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", int64(flowSeqLock)).Error; err != nil {
+			return 0, fmt.Errorf("lock flow changes: %w", err)
 		}
 	}
 	var last int64
-	if err := tx.Raw("SELECT COALESCE(MAX(id), 0) FROM flow_events").Scan(&last).Error; err != nil {
-		return 0, fmt.Errorf("read last flow event: %w", err)
+	if err := tx.Raw("SELECT COALESCE(MAX(seq), 0) FROM flows").Scan(&last).Error; err != nil {
+		return 0, fmt.Errorf("read last flow change: %w", err)
 	}
 	return last + 1, nil
 }
 
-// upsertFlow creates or advances a flow's row for one round.
-func upsertFlow(tx *gorm.DB, w *RoundWrite) error {
-	f := &w.Flow
-	n := w.Round.N
-	serverUS, waitUS := w.Round.ServerUS, w.Round.ClientWaitUS
-	if w.Running {
-		serverUS, waitUS = 0, 0
+// flowColumns are the columns a write sets, in VALUES order.
+const flowColumns = `id, tenant_id, tenant_slug, method, target, principal_issuer, principal_subject,
+	principal_client, client_name, client_version, era, state, rounds, pending_kinds, key_id, replica, trace_id, detail,
+	started_at, updated_at, waiting_since, state_expires_at, server_us, client_wait_us, seq`
+
+// flowUpsert is what a write does to an existing row. A row's state moves
+// only for a round at least as new as its latest one, and never away from
+// cancelled. Every dialect here reads "excluded" as the proposed row.
+const flowUpsert = ` ON CONFLICT (id) DO UPDATE SET
+	state = CASE WHEN ` + newer + ` THEN excluded.state ELSE flows.state END,
+	pending_kinds = CASE WHEN ` + newer + ` THEN excluded.pending_kinds ELSE flows.pending_kinds END,
+	key_id = CASE WHEN ` + newer + ` AND excluded.key_id <> '' THEN excluded.key_id ELSE flows.key_id END,
+	replica = CASE WHEN ` + newer + ` THEN excluded.replica ELSE flows.replica END,
+	trace_id = CASE WHEN ` + newer + ` AND excluded.trace_id <> '' THEN excluded.trace_id ELSE flows.trace_id END,
+	detail = CASE WHEN ` + newer + ` THEN excluded.detail ELSE flows.detail END,
+	waiting_since = CASE WHEN ` + newer + ` THEN excluded.waiting_since ELSE flows.waiting_since END,
+	state_expires_at = CASE WHEN ` + newer + ` THEN excluded.state_expires_at ELSE flows.state_expires_at END,
+	client_name = CASE WHEN excluded.client_name <> '' THEN excluded.client_name ELSE flows.client_name END,
+	client_version = CASE WHEN excluded.client_name <> '' THEN excluded.client_version ELSE flows.client_version END,
+	rounds = CASE WHEN excluded.rounds > flows.rounds THEN excluded.rounds ELSE flows.rounds END,
+	started_at = CASE WHEN excluded.started_at < flows.started_at THEN excluded.started_at ELSE flows.started_at END,
+	updated_at = CASE WHEN excluded.updated_at > flows.updated_at THEN excluded.updated_at ELSE flows.updated_at END,
+	server_us = flows.server_us + excluded.server_us,
+	client_wait_us = flows.client_wait_us + excluded.client_wait_us,
+	seq = excluded.seq`
+
+const newer = `excluded.rounds >= flows.rounds AND flows.state <> 'cancelled'`
+
+// insertRounds writes merged flows' rounds in one statement: a row per
+// flow, its rounds a JSON array.
+func insertRounds(tx *gorm.DB, ms []*mergedFlow) error {
+	var sql strings.Builder
+	args := make([]any, 0, len(ms)*4)
+	var buf []byte
+	for _, m := range ms {
+		if len(m.rounds) == 0 {
+			continue
+		}
+		if len(args) == 0 {
+			sql.WriteString("INSERT INTO flow_rounds (flow_id, seq, tenant_id, rounds) VALUES (?,?,?,?)")
+		} else {
+			sql.WriteString(",(?,?,?,?)")
+		}
+		buf = appendRounds(buf[:0], m.rounds)
+		args = append(args, m.flow.ID, m.flow.Seq, m.flow.TenantID, string(buf))
 	}
-	// A row's state moves only for a round at least as new as its latest
-	// one, and never away from cancelled. Every dialect here reads
-	// "excluded" as the proposed row.
-	const newer = `excluded.rounds >= flows.rounds AND flows.state <> 'cancelled'`
-	err := tx.Exec(`INSERT INTO flows (id, tenant_id, tenant_slug, method, target, principal_issuer, principal_subject,
-		principal_client, client_name, client_version, era, state, rounds, pending_kinds, key_id, replica, trace_id, detail,
-		started_at, updated_at, waiting_since, state_expires_at, server_us, client_wait_us)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET
-			state = CASE WHEN `+newer+` THEN excluded.state ELSE flows.state END,
-			pending_kinds = CASE WHEN `+newer+` THEN excluded.pending_kinds ELSE flows.pending_kinds END,
-			key_id = CASE WHEN `+newer+` AND excluded.key_id <> '' THEN excluded.key_id ELSE flows.key_id END,
-			replica = CASE WHEN `+newer+` THEN excluded.replica ELSE flows.replica END,
-			trace_id = CASE WHEN `+newer+` AND excluded.trace_id <> '' THEN excluded.trace_id ELSE flows.trace_id END,
-			detail = CASE WHEN `+newer+` THEN excluded.detail ELSE flows.detail END,
-			waiting_since = CASE WHEN `+newer+` THEN excluded.waiting_since ELSE flows.waiting_since END,
-			state_expires_at = CASE WHEN `+newer+` THEN excluded.state_expires_at ELSE flows.state_expires_at END,
-			client_name = CASE WHEN excluded.client_name <> '' THEN excluded.client_name ELSE flows.client_name END,
-			client_version = CASE WHEN excluded.client_name <> '' THEN excluded.client_version ELSE flows.client_version END,
-			rounds = CASE WHEN excluded.rounds > flows.rounds THEN excluded.rounds ELSE flows.rounds END,
-			started_at = CASE WHEN excluded.started_at < flows.started_at THEN excluded.started_at ELSE flows.started_at END,
-			updated_at = CASE WHEN excluded.updated_at > flows.updated_at THEN excluded.updated_at ELSE flows.updated_at END,
-			server_us = flows.server_us + excluded.server_us,
-			client_wait_us = flows.client_wait_us + excluded.client_wait_us`,
-		f.ID, f.TenantID, f.TenantSlug, f.Method, f.Target, f.PrincipalIssuer, f.PrincipalSubject,
-		f.PrincipalClient, f.ClientName, f.ClientVersion, f.Era, f.State, n, f.PendingKinds, f.KeyID, f.Replica, f.TraceID, f.Detail,
-		f.StartedAt.UTC(), f.UpdatedAt.UTC(), utcPtr(f.WaitingSince), utcPtr(f.StateExpiresAt), serverUS, waitUS).Error
-	if err != nil {
-		return fmt.Errorf("write flow %s: %w", f.ID, err)
+	if len(args) == 0 {
+		return nil
+	}
+	if err := tx.Exec(sql.String(), args...).Error; err != nil {
+		return fmt.Errorf("write flow rounds: %w", err)
+	}
+	return nil
+}
+
+// upsertFlows writes merged flows' rows in one statement.
+func upsertFlows(tx *gorm.DB, ms []*mergedFlow) error {
+	var sql strings.Builder
+	sql.Grow(len(ms)*80 + len(flowUpsert) + 256)
+	sql.WriteString("INSERT INTO flows (" + flowColumns + ") VALUES ")
+	args := make([]any, 0, len(ms)*25)
+	for i, m := range ms {
+		if i > 0 {
+			sql.WriteByte(',')
+		}
+		sql.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+		f := &m.flow
+		args = append(args, f.ID, f.TenantID, f.TenantSlug, f.Method, f.Target, f.PrincipalIssuer, f.PrincipalSubject,
+			f.PrincipalClient, f.ClientName, f.ClientVersion, f.Era, f.State, f.Rounds, f.PendingKinds, f.KeyID, f.Replica,
+			f.TraceID, f.Detail, f.StartedAt.UTC(), f.UpdatedAt.UTC(), utcPtr(f.WaitingSince), utcPtr(f.StateExpiresAt),
+			f.ServerUS, f.ClientWaitUS, f.Seq)
+	}
+	sql.WriteString(flowUpsert)
+	if err := tx.Exec(sql.String(), args...).Error; err != nil {
+		return fmt.Errorf("write flows: %w", err)
 	}
 	return nil
 }
@@ -439,148 +525,123 @@ func (s *Store) GetFlow(ctx context.Context, flowID string) (*Flow, []FlowRound,
 	if err != nil {
 		return nil, nil, fmt.Errorf("read flow: %w", err)
 	}
-	var rounds []FlowRound
-	if err := db.Where("flow_id = ?", flowID).Order("n, seq").Find(&rounds).Error; err != nil {
+	var batches []flowRounds
+	if err := db.Where("flow_id = ?", flowID).Order("seq").Find(&batches).Error; err != nil {
 		return nil, nil, fmt.Errorf("read flow rounds: %w", err)
 	}
+	var rounds []FlowRound
+	for _, b := range batches {
+		var rs []FlowRound
+		if err := json.Unmarshal([]byte(b.Rounds), &rs); err != nil {
+			return nil, nil, fmt.Errorf("read flow rounds: %w", err)
+		}
+		rounds = append(rounds, rs...)
+	}
+	// In round order; rounds of one number (a retried round, a refused
+	// replay) in the order they were written.
+	slices.SortStableFunc(rounds, func(a, b FlowRound) int { return a.N - b.N })
 	return &f, rounds, nil
 }
 
-// CancelFlows marks flows cancelled, with a reason and who did it, and
-// returns the events it numbered; flows already in a final state other
-// than awaiting input or running are left as they are.
-func (s *Store) CancelFlows(ctx context.Context, ids []string, reason, by string) ([]FlowEvent, error) {
-	var events []FlowEvent
+// restate moves flows in states from to state to, each as a change of its
+// own, and returns the changes. set are the other columns to write.
+func (s *Store) restate(ctx context.Context, ids []string, from []string, expiredBefore *time.Time, set map[string]any) ([]FlowChange, error) {
+	var changes []FlowChange
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		next, err := s.lockEvents(tx)
+		next, err := s.lockSeq(tx)
 		if err != nil {
 			return err
 		}
+		q := tx.Model(&Flow{}).Where("state IN ?", from)
+		if ids != nil {
+			q = q.Where("id IN ?", ids)
+		}
+		if expiredBefore != nil {
+			q = q.Where("state_expires_at < ?", expiredBefore.UTC()).Limit(5000)
+		}
+		var due []Flow
+		if err := q.Select("id", "tenant_id").Find(&due).Error; err != nil {
+			return fmt.Errorf("read flows: %w", err)
+		}
 		now := time.Now().UTC()
-		var changed []Flow
-		err = tx.Model(&Flow{}).Where("id IN ? AND state IN ?", ids, []string{FlowAwaitingInput, FlowRunning}).
-			Select("id", "tenant_id").Find(&changed).Error
-		if err != nil {
-			return fmt.Errorf("read flows to cancel: %w", err)
-		}
-		if len(changed) == 0 {
-			return nil
-		}
-		changedIDs := make([]string, len(changed))
-		for i, f := range changed {
-			changedIDs[i] = f.ID
-			events = append(events, FlowEvent{ID: next, FlowID: f.ID, TenantID: f.TenantID, At: now})
+		for _, f := range due {
+			cols := map[string]any{"updated_at": now, "seq": next}
+			for k, v := range set {
+				cols[k] = v
+			}
+			if err := tx.Model(&Flow{}).Where("id = ?", f.ID).Updates(cols).Error; err != nil {
+				return fmt.Errorf("update flow: %w", err)
+			}
+			changes = append(changes, FlowChange{ID: next, TenantID: f.TenantID})
 			next++
 		}
-		err = tx.Model(&Flow{}).Where("id IN ?", changedIDs).Updates(map[string]any{
-			"state": FlowCancelled, "cancel_reason": reason, "cancelled_by": by, "updated_at": now,
-			"pending_kinds": "", "waiting_since": nil,
-		}).Error
-		if err != nil {
-			return fmt.Errorf("cancel flows: %w", err)
-		}
-		return tx.CreateInBatches(events, 500).Error
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return events, nil
+	return changes, nil
+}
+
+// CancelFlows marks flows cancelled, with a reason and who did it, and
+// returns the changes; flows no longer awaiting input or running are left
+// as they are.
+func (s *Store) CancelFlows(ctx context.Context, ids []string, reason, by string) ([]FlowChange, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	ch, err := s.restate(ctx, ids, []string{FlowAwaitingInput, FlowRunning}, nil, map[string]any{
+		"state": FlowCancelled, "cancel_reason": reason, "cancelled_by": by, "pending_kinds": "", "waiting_since": nil,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cancel flows: %w", err)
+	}
+	return ch, nil
 }
 
 // ExpireFlows marks flows whose state expired while they waited for
-// input, and returns the events it numbered.
-func (s *Store) ExpireFlows(ctx context.Context, now time.Time) ([]FlowEvent, error) {
-	var events []FlowEvent
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var due []Flow
-		err := tx.Model(&Flow{}).Where("state = ? AND state_expires_at < ?", FlowAwaitingInput, now.UTC()).
-			Select("id", "tenant_id").Limit(5000).Find(&due).Error
-		if err != nil || len(due) == 0 {
-			return err
-		}
-		next, err := s.lockEvents(tx)
-		if err != nil {
-			return err
-		}
-		ids := make([]string, len(due))
-		for i, f := range due {
-			ids[i] = f.ID
-		}
-		// Re-checked under the lock: a round recorded meanwhile wins.
-		var still []Flow
-		if err := tx.Model(&Flow{}).Where("id IN ? AND state = ? AND state_expires_at < ?", ids, FlowAwaitingInput, now.UTC()).
-			Select("id", "tenant_id").Find(&still).Error; err != nil {
-			return err
-		}
-		if len(still) == 0 {
-			return nil
-		}
-		ids = ids[:0]
-		at := time.Now().UTC()
-		for _, f := range still {
-			ids = append(ids, f.ID)
-			events = append(events, FlowEvent{ID: next, FlowID: f.ID, TenantID: f.TenantID, At: at})
-			next++
-		}
-		if err := tx.Model(&Flow{}).Where("id IN ?", ids).Updates(map[string]any{
-			"state": FlowExpired, "updated_at": at, "pending_kinds": "", "waiting_since": nil,
-		}).Error; err != nil {
-			return fmt.Errorf("expire flows: %w", err)
-		}
-		return tx.CreateInBatches(events, 500).Error
+// input, and returns the changes.
+func (s *Store) ExpireFlows(ctx context.Context, now time.Time) ([]FlowChange, error) {
+	ch, err := s.restate(ctx, nil, []string{FlowAwaitingInput}, &now, map[string]any{
+		"state": FlowExpired, "pending_kinds": "", "waiting_since": nil,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("expire flows: %w", err)
 	}
-	return events, nil
+	return ch, nil
 }
 
-// FlowEventsAfter returns up to limit events numbered after id, oldest
-// first.
-func (s *Store) FlowEventsAfter(ctx context.Context, id int64, limit int) ([]FlowEvent, error) {
-	var out []FlowEvent
-	if err := s.db.WithContext(ctx).Where("id > ?", id).Order("id").Limit(limit).Find(&out).Error; err != nil {
-		return nil, fmt.Errorf("read flow events: %w", err)
+// FlowsChangedAfter returns up to limit flows whose latest change came
+// after seq, in the order of their changes.
+func (s *Store) FlowsChangedAfter(ctx context.Context, seq int64, limit int) ([]Flow, error) {
+	var out []Flow
+	if err := s.db.WithContext(ctx).Where("seq > ?", seq).Order("seq").Limit(limit).Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("read flow changes: %w", err)
 	}
 	return out, nil
 }
 
-// LastFlowEvent is the id of the newest event, 0 when there is none.
-func (s *Store) LastFlowEvent(ctx context.Context) (int64, error) {
+// LastFlowChange is the seq of the newest change, 0 when there is none.
+func (s *Store) LastFlowChange(ctx context.Context) (int64, error) {
 	var last int64
-	if err := s.db.WithContext(ctx).Raw("SELECT COALESCE(MAX(id), 0) FROM flow_events").Scan(&last).Error; err != nil {
-		return 0, fmt.Errorf("read last flow event: %w", err)
+	if err := s.db.WithContext(ctx).Raw("SELECT COALESCE(MAX(seq), 0) FROM flows").Scan(&last).Error; err != nil {
+		return 0, fmt.Errorf("read last flow change: %w", err)
 	}
 	return last, nil
 }
 
-// FlowsByID reads the current rows of flows, for events.
-func (s *Store) FlowsByID(ctx context.Context, ids []string) ([]Flow, error) {
-	var out []Flow
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	if err := s.db.WithContext(ctx).Where("id IN ?", ids).Find(&out).Error; err != nil {
-		return nil, fmt.Errorf("read flows: %w", err)
-	}
-	return out, nil
-}
-
-// PruneFlows deletes flows unchanged since before, their rounds, and
-// events older than eventsBefore; it reports how many flows went.
-func (s *Store) PruneFlows(ctx context.Context, before, eventsBefore time.Time) (int64, error) {
+// PruneFlows deletes flows unchanged since before, and their rounds; it
+// reports how many flows went.
+func (s *Store) PruneFlows(ctx context.Context, before time.Time) (int64, error) {
 	var n int64
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		sub := tx.Model(&Flow{}).Select("id").Where("updated_at < ?", before.UTC())
-		if err := tx.Where("flow_id IN (?)", sub).Delete(&FlowRound{}).Error; err != nil {
+		old := tx.Model(&Flow{}).Select("id").Where("updated_at < ?", before.UTC())
+		if err := tx.Where("flow_id IN (?)", old).Delete(&flowRounds{}).Error; err != nil {
 			return err
 		}
 		res := tx.Where("updated_at < ?", before.UTC()).Delete(&Flow{})
-		if res.Error != nil {
-			return res.Error
-		}
 		n = res.RowsAffected
-		return tx.Where("at < ?", eventsBefore.UTC()).Delete(&FlowEvent{}).Error
+		return res.Error
 	})
 	if err != nil {
 		return 0, fmt.Errorf("prune flows: %w", err)
@@ -589,7 +650,7 @@ func (s *Store) PruneFlows(ctx context.Context, before, eventsBefore time.Time) 
 }
 
 // ListenFlows returns a channel that receives a value whenever another
-// replica commits flow events (PostgreSQL LISTEN/NOTIFY), until ctx ends;
+// replica commits flow changes (PostgreSQL LISTEN/NOTIFY), until ctx ends;
 // nil on SQLite, whose single node sees its own writes.
 func (s *Store) ListenFlows(ctx context.Context) (<-chan struct{}, error) {
 	if s.dialect != Postgres {
@@ -612,13 +673,13 @@ func (s *Store) ListenFlows(ctx context.Context) (<-chan struct{}, error) {
 	return out, nil
 }
 
-// NotifyFlows tells listening replicas that flow events were committed.
+// NotifyFlows tells listening replicas that flow changes were committed.
 func (s *Store) NotifyFlows(ctx context.Context) error {
 	return s.Notify(ctx, flowChannel, "")
 }
 
-// flowChannel is the notification channel of flow events.
-const flowChannel = "opsmcp_flow_events"
+// flowChannel is the notification channel of flow changes.
+const flowChannel = "opsmcp_flow_changes"
 
 // CountAwaiting counts flows awaiting input whose state has not expired,
 // by tenant slug.

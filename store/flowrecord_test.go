@@ -16,7 +16,7 @@ func round(id string, n int, state string, at time.Time) store.RoundWrite {
 	w := store.RoundWrite{
 		Flow: store.Flow{ID: id, TenantID: "t1", TenantSlug: "acme", Method: "tools/call", Target: "deploy",
 			State: state, StartedAt: at.Add(-time.Duration(n) * time.Minute), UpdatedAt: at, KeyID: fmt.Sprintf("k%d", n)},
-		Round: store.FlowRound{FlowID: id, N: n, TenantID: "t1", ArrivedAt: at, EndedAt: at, ServerUS: 1500, ClientWaitUS: 2_000_000},
+		Round: store.FlowRound{N: n, ArrivedAt: at, EndedAt: at, ServerUS: 1500, ClientWaitUS: 2_000_000},
 	}
 	if state == store.FlowAwaitingInput {
 		w.Flow.WaitingSince, w.Flow.StateExpiresAt, w.Flow.PendingKinds = &at, &exp, "form"
@@ -35,9 +35,9 @@ func TestTheRecordKeepsAFlowsLatestStateWhateverOrderRoundsArriveIn(t *testing.T
 			if _, err := st.WriteRounds(ctx, []store.RoundWrite{round("fl_a", 2, store.FlowCompleted, t0.Add(time.Second))}); err != nil {
 				t.Fatal(err)
 			}
-			evs, err := st.WriteRounds(ctx, []store.RoundWrite{round("fl_a", 1, store.FlowAwaitingInput, t0)})
-			if err != nil || len(evs) != 1 {
-				t.Fatalf("write: %v, %d events", err, len(evs))
+			n, err := st.WriteRounds(ctx, []store.RoundWrite{round("fl_a", 1, store.FlowAwaitingInput, t0)})
+			if err != nil || n != 1 {
+				t.Fatalf("write: %v, %d changes", err, n)
 			}
 			f, rounds, err := st.GetFlow(ctx, "fl_a")
 			if err != nil {
@@ -53,8 +53,8 @@ func TestTheRecordKeepsAFlowsLatestStateWhateverOrderRoundsArriveIn(t *testing.T
 			if _, err := st.WriteRounds(ctx, []store.RoundWrite{round("fl_b", 1, store.FlowAwaitingInput, t0)}); err != nil {
 				t.Fatal(err)
 			}
-			if evs, err := st.CancelFlows(ctx, []string{"fl_b", "fl_a", "fl_none"}, "why", "alice"); err != nil || len(evs) != 1 || evs[0].FlowID != "fl_b" {
-				t.Fatalf("cancel: %v, %v (only the waiting flow changes)", err, evs)
+			if ch, err := st.CancelFlows(ctx, []string{"fl_b", "fl_a", "fl_none"}, "why", "alice"); err != nil || len(ch) != 1 {
+				t.Fatalf("cancel: %v, %v (only the waiting flow changes)", err, ch)
 			}
 			if _, err := st.WriteRounds(ctx, []store.RoundWrite{round("fl_b", 2, store.FlowRejected, t0.Add(time.Second))}); err != nil {
 				t.Fatal(err)
@@ -69,7 +69,7 @@ func TestTheRecordKeepsAFlowsLatestStateWhateverOrderRoundsArriveIn(t *testing.T
 	}
 }
 
-func TestEventsAreNumberedInCommitOrderAcrossWriters(t *testing.T) {
+func TestChangesAreNumberedInCommitOrderAcrossWriters(t *testing.T) {
 	ctx := context.Background()
 	for _, d := range platformtest.Dialects() {
 		t.Run(d.Name, func(t *testing.T) {
@@ -97,17 +97,52 @@ func TestEventsAreNumberedInCommitOrderAcrossWriters(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			evs, err := st.FlowEventsAfter(ctx, 0, 100)
-			if err != nil || len(evs) != 20 {
-				t.Fatalf("%d events, %v", len(evs), err)
+			flows, err := st.FlowsChangedAfter(ctx, 0, 100)
+			if err != nil || len(flows) != 20 {
+				t.Fatalf("%d changes, %v", len(flows), err)
 			}
-			for i, e := range evs {
-				if e.ID != int64(i+1) {
-					t.Fatalf("event %d has id %d: ids have gaps or repeats", i, e.ID)
+			for i, f := range flows {
+				if f.Seq != int64(i+1) {
+					t.Fatalf("change %d has seq %d: seqs have gaps or repeats", i, f.Seq)
 				}
 			}
-			if last, _ := st.LastFlowEvent(ctx); last != 20 {
-				t.Fatalf("last event %d", last)
+			if last, _ := st.LastFlowChange(ctx); last != 20 {
+				t.Fatalf("last change %d", last)
+			}
+			if after, _ := st.FlowsChangedAfter(ctx, 15, 100); len(after) != 5 || after[0].Seq != 16 {
+				t.Fatalf("changes after 15: %d", len(after))
+			}
+		})
+	}
+}
+
+func TestABatchMergesRoundsOfOneFlowIntoOneChange(t *testing.T) {
+	ctx := context.Background()
+	for _, d := range platformtest.Dialects() {
+		t.Run(d.Name, func(t *testing.T) {
+			st := acmeStore(t, d.New(t), false)
+			t0 := time.Now().UTC().Truncate(time.Millisecond)
+			running := round("fl_m", 2, store.FlowRunning, t0.Add(time.Second))
+			running.Running = true
+			batch := []store.RoundWrite{
+				round("fl_m", 1, store.FlowAwaitingInput, t0),
+				round("fl_other", 1, store.FlowAwaitingInput, t0),
+				running,
+				round("fl_m", 2, store.FlowCompleted, t0.Add(2*time.Second)),
+			}
+			n, err := st.WriteRounds(ctx, batch)
+			if err != nil || n != 2 {
+				t.Fatalf("write: %d changes, %v; want one per flow", n, err)
+			}
+			f, rounds, err := st.GetFlow(ctx, "fl_m")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.State != store.FlowCompleted || f.Rounds != 2 || len(rounds) != 2 || rounds[0].N != 1 || rounds[1].N != 2 {
+				t.Fatalf("merged flow: state %s, rounds %d, %d rows", f.State, f.Rounds, len(rounds))
+			}
+			if f.ServerUS != 3000 || !f.UpdatedAt.Equal(t0.Add(2*time.Second)) || !f.StartedAt.Equal(t0.Add(-2*time.Minute+time.Second)) {
+				t.Fatalf("merged times: server %d µs, updated %v, started %v", f.ServerUS, f.UpdatedAt, f.StartedAt)
 			}
 		})
 	}
@@ -128,9 +163,12 @@ func TestExpiryAndRetention(t *testing.T) {
 			if _, err := st.WriteRounds(ctx, writes); err != nil {
 				t.Fatal(err)
 			}
-			evs, err := st.ExpireFlows(ctx, now)
-			if err != nil || len(evs) != 1 || evs[0].FlowID != "fl_expired" {
-				t.Fatalf("expire: %v, %v", err, evs)
+			ch, err := st.ExpireFlows(ctx, now)
+			if err != nil || len(ch) != 1 {
+				t.Fatalf("expire: %v, %v", err, ch)
+			}
+			if f, _, _ := st.GetFlow(ctx, "fl_expired"); f.State != store.FlowExpired || f.Seq != ch[0].ID {
+				t.Fatalf("expired flow: %+v", f)
 			}
 			counts, _ := st.CountFlows(ctx, store.FlowFilter{})
 			if counts[store.FlowExpired] != 1 || counts[store.FlowAwaitingInput] != 1 || counts[store.FlowCompleted] != 1 {
@@ -144,7 +182,7 @@ func TestExpiryAndRetention(t *testing.T) {
 			}
 			// Retention: flows unchanged for longer go, with their rounds
 			// (expiring a flow changed it).
-			n, err := st.PruneFlows(ctx, now.Add(-10*time.Minute), now.Add(-time.Hour))
+			n, err := st.PruneFlows(ctx, now.Add(-10*time.Minute))
 			if err != nil || n != 1 {
 				t.Fatalf("pruned %d, %v", n, err)
 			}

@@ -66,7 +66,7 @@ func TestMigrationBindsExistingGrantsAndEntriesToTenantIDs(t *testing.T) {
 			entry("au_gone", "gone", at(7))
 			entry("au_none", "", at(7))
 
-			if n, err := st.Migrate(ctx); err != nil || n != 1 {
+			if n, err := st.MigrateTo(ctx, 7); err != nil || n != 1 {
 				t.Fatalf("migrate: %d applied, %v", n, err)
 			}
 			want := map[string][]string{"tok_old": nil, "tok_new": {"tn_beta", "tn_new"}, "tok_suffix": {"tn_acme2"}, "tok_admin": nil}

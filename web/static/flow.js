@@ -18,11 +18,13 @@ function fields(schema) {
 }
 
 function question(q) {
+  const message = q.message ?? q.params?.message;
+  const schema = q.requestedSchema ?? q.params?.requestedSchema;
   return h("div", { class: "question" },
     h("div", {}, h("span", { class: "kind" }, q.kind), " ", h("strong", {}, q.key)),
-    q.message ? h("div", {}, q.message) : null,
+    message ? h("div", {}, message) : null,
     q.url ? h("div", { class: "mono" }, q.url) : null,
-    q.requestedSchema ? h("div", { class: "fields" }, fields(q.requestedSchema)) : null);
+    schema ? h("div", { class: "fields" }, fields(schema)) : null);
 }
 
 function roundItem(r, flow) {
