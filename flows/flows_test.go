@@ -23,7 +23,7 @@ type obj = map[string]any
 var caps = obj{"elicitation": obj{"form": obj{}, "url": obj{}}, "sampling": obj{}, "roots": obj{}}
 
 // backend completes every call with the answers it received.
-func backend(t *testing.T) string {
+func backend(t testing.TB) string {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req webhook.Request
@@ -50,7 +50,7 @@ func orderTool(name, url string) obj {
 		}}
 }
 
-func call(t *testing.T, p *platformtest.Platform, slug, tool string, responses obj, state string) (map[string]any, string) {
+func call(t testing.TB, p *platformtest.Platform, slug, tool string, responses obj, state string) (map[string]any, string) {
 	t.Helper()
 	params := obj{"name": tool, "arguments": obj{"item": "boots"}, "_meta": platformtest.Meta(caps)}
 	if responses != nil {
@@ -392,7 +392,7 @@ type sse struct {
 	data      map[string]any
 }
 
-func openStream(t *testing.T, p *platformtest.Platform, query, lastID string) *stream {
+func openStream(t testing.TB, p *platformtest.Platform, query, lastID string) *stream {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "GET", p.URL+"/api/v1/flows/stream"+query, nil)
@@ -429,6 +429,21 @@ func openStream(t *testing.T, p *platformtest.Platform, query, lastID string) *s
 		}
 	}()
 	return s
+}
+
+// nextAny waits for the stream's next flow event.
+func (s *stream) nextAny(t testing.TB) sse {
+	t.Helper()
+	select {
+	case ev, ok := <-s.events:
+		if !ok {
+			t.Fatal("stream ended")
+		}
+		return ev
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event within 10 s")
+	}
+	return sse{}
 }
 
 // next waits for the next event of flow id in state.
