@@ -2,6 +2,7 @@ package mrtr
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 )
 
@@ -168,6 +169,33 @@ func TestAnswersAreCheckedAgainstTheFormSchema(t *testing.T) {
 		}
 		if got := s.checkContent([]byte(tc.content)); got != tc.want {
 			t.Errorf("%s with %s: %q, want %q", tc.schema, tc.content, got, tc.want)
+		}
+	}
+}
+
+// The strict parser and ReadForm read the same facts: on every schema the
+// parser accepts, its fields are ReadForm's, only sorted by name.
+func TestTheStrictParserAndReadFormReadTheSameFields(t *testing.T) {
+	for _, tc := range formSchemaVerdicts {
+		if tc.want != "" {
+			continue
+		}
+		strict, err := parseFormSchema([]byte(tc.schema), "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		form, err := ReadForm([]byte(tc.schema))
+		if err != nil {
+			t.Fatalf("%s: ReadForm: %v", tc.schema, err)
+		}
+		if len(form.Fields) != len(strict.fields) {
+			t.Fatalf("%s: %d fields, the parser has %d", tc.schema, len(form.Fields), len(strict.fields))
+		}
+		for _, f := range form.Fields {
+			sf := strict.field(f.Name)
+			if sf == nil || !reflect.DeepEqual(sf.Field, f) {
+				t.Errorf("%s: field %s\n read %+v\n strict %+v", tc.schema, f.Name, f, sf)
+			}
 		}
 	}
 }
