@@ -32,6 +32,8 @@ var formSchemaVerdicts = []struct{ schema, want string }{
 	{`{"type":"object","properties":{"a":{"type":"string","title":5}}}`, "s.properties.a.title: must be a string"},
 	{`{"type":"object","properties":{"a":{"type":"string","description":false}}}`, "s.properties.a.description: must be a string"},
 	{`{"type":"object","properties":{"a":{"type":"string","title":"T","description":"D"}}}`, ""},
+	{`{"type":"object","properties":{"a":{"type":"string","minLength":0,"maxLength":0}}}`, ""},
+	{`{"type":"object","properties":{"a":{"type":"array","minItems":0,"maxItems":0,"items":{"type":"string","enum":["x"]}}}}`, ""},
 	{`{"type":"object","properties":{"a":{"type":"string","minLength":-1}}}`, "s.properties.a.minLength: must be a non-negative integer"},
 	{`{"type":"object","properties":{"a":{"type":"string","minLength":1.5}}}`, "s.properties.a.minLength: must be a non-negative integer"},
 	{`{"type":"object","properties":{"a":{"type":"string","maxLength":"3"}}}`, "s.properties.a.maxLength: must be a non-negative integer"},
