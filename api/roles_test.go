@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opsmcp/platform/config"
 	"github.com/opsmcp/platform/internal/oidctest"
@@ -118,7 +119,11 @@ func TestAPITokensAreShownOnceStoredHashedAndRevocable(t *testing.T) {
 func TestAdminActionsAreAuditedWithWhoWhatWhereAndWhen(t *testing.T) {
 	p := platformtest.Start(t, platformtest.SQLiteURL(t))
 	p.MustAdmin(t, 201, "POST", "/api/v1/tenants", map[string]any{"slug": "acme", "displayName": "Acme"})
+	// The audit time is stored to the second or finer: the entry must fall
+	// between the second before the change and the moment after it.
+	before := time.Now().Truncate(time.Second)
 	p.MustAdmin(t, 201, "POST", "/api/v1/tenants/acme/tools", validTool("weather"))
+	after := time.Now()
 	p.Admin(t, "POST", "/api/v1/tenants/acme/tools", map[string]any{"name": "bad"}) // refused: not audited
 	ta := mintToken(t, p, "tenant-admin", "acme")
 	entries := as(t, p, ta, "GET", "/api/v1/audit?tenant=acme", nil).JSON(t)["items"].([]any)
@@ -126,11 +131,16 @@ func TestAdminActionsAreAuditedWithWhoWhatWhereAndWhen(t *testing.T) {
 		t.Fatalf("audit entries for acme: %v", entries)
 	}
 	e := entries[0].(map[string]any)
-	if e["actor"] != "bootstrap" || e["action"] != "POST /api/v1/tenants/:slug/tools" || e["tenant"] != "acme" || e["remoteAddr"] != "127.0.0.1" || e["at"] == "" {
+	if e["actor"] != "bootstrap" || e["action"] != "POST /api/v1/tenants/:slug/tools" || e["tenant"] != "acme" || e["remoteAddr"] != "127.0.0.1" {
 		t.Fatalf("entry %v", e)
 	}
 	if created := entries[1].(map[string]any); created["action"] != "POST /api/v1/tenants" || created["tenant"] != "acme" || created["tenantId"] != e["tenantId"] || e["tenantId"] == nil {
 		t.Fatalf("the tenant's creation is not audited under its id: %v", created)
+	}
+	at, ok := e["at"].(string)
+	when, err := time.Parse(time.RFC3339Nano, at)
+	if !ok || err != nil || when.Before(before) || when.After(after) {
+		t.Fatalf("entry time %#v (%v): want the time of the change, between %s and %s", e["at"], err, before, after)
 	}
 	all := p.MustAdmin(t, 200, "GET", "/api/v1/audit", nil)["items"].([]any)
 	if len(all) < 3 { // tenant, tool, token

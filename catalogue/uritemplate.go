@@ -19,8 +19,10 @@ type URITemplate struct {
 var varName = regexp.MustCompile(`^[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*$`)
 
 // ParseURITemplate parses a level 1 to 3 RFC 6570 template (operators
-// none, +, #, ., /, ? and &; no prefix or explode modifiers, which cannot
-// be matched unambiguously).
+// none, +, #, ., /, ;, ? and &; no prefix or explode modifiers, which
+// cannot be matched unambiguously). Two expressions that touch, the
+// second without an operator character to start it ({a}{b}), are refused
+// too: nothing in a URI could tell where one value ends.
 func ParseURITemplate(raw string) (*URITemplate, error) {
 	if raw == "" {
 		return nil, errors.New("is required")
@@ -33,16 +35,26 @@ func ParseURITemplate(raw string) (*URITemplate, error) {
 	re.WriteString("^")
 	rest := raw
 	seen := map[string]bool{}
+	touching := false // the previous expression ended where this one starts
 	for rest != "" {
 		open := strings.IndexByte(rest, '{')
 		if close := strings.IndexByte(rest, '}'); close >= 0 && (open < 0 || close < open) {
 			return nil, fmt.Errorf("unmatched '}' at offset %d", len(raw)-len(rest)+close)
 		}
+		lit := rest
+		if open >= 0 {
+			lit = rest[:open]
+		}
+		if at, err := checkLiteral(lit); err != nil {
+			return nil, fmt.Errorf("%v at offset %d", err, len(raw)-len(rest)+at)
+		}
+		re.WriteString(regexp.QuoteMeta(lit))
 		if open < 0 {
-			re.WriteString(regexp.QuoteMeta(rest))
 			break
 		}
-		re.WriteString(regexp.QuoteMeta(rest[:open]))
+		if open > 0 {
+			touching = false
+		}
 		end := strings.IndexByte(rest[open:], '}')
 		if end < 0 {
 			return nil, fmt.Errorf("unclosed '{' at offset %d", len(raw)-len(rest)+open)
@@ -53,11 +65,15 @@ func ParseURITemplate(raw string) (*URITemplate, error) {
 			return nil, errors.New("empty expression {}")
 		}
 		op := ""
-		if strings.ContainsRune("+#./?&", rune(expr[0])) {
+		if strings.ContainsRune("+#./;?&", rune(expr[0])) {
 			op, expr = expr[:1], expr[1:]
 		} else if strings.ContainsRune("=,!@|", rune(expr[0])) {
 			return nil, fmt.Errorf("reserved operator %q", expr[:1])
 		}
+		if touching && (op == "" || op == "+") {
+			return nil, fmt.Errorf("expression {%s%s} follows another with nothing between them to tell the values apart", op, expr)
+		}
+		touching = true
 		names := strings.Split(expr, ",")
 		for i, name := range names {
 			if strings.ContainsAny(name, ":*") {
@@ -108,6 +124,9 @@ func matchPart(op, name string, i int) string {
 		return `\.([^/?#.]*)`
 	case "/":
 		return `/([^/?#]*)`
+	case ";":
+		// An empty value is the name alone (";x"), per RFC 6570 3.2.7.
+		return ";" + regexp.QuoteMeta(name) + `(?:=([^;/?#]*))?`
 	case "?", "&":
 		sep := op
 		if i > 0 {
@@ -116,6 +135,29 @@ func matchPart(op, name string, i int) string {
 		return regexp.QuoteMeta(sep) + regexp.QuoteMeta(name) + `=([^&#]*)`
 	}
 	return simple
+}
+
+// checkLiteral checks the text between expressions: RFC 6570 allows any
+// URI character there, and '%' only as the start of a percent-encoding.
+// It returns the offset of the first character refused.
+func checkLiteral(lit string) (int, error) {
+	for i := 0; i < len(lit); i++ {
+		c := lit[i]
+		switch {
+		case c == '%':
+			if i+2 >= len(lit) || !isHex(lit[i+1]) || !isHex(lit[i+2]) {
+				return i, errors.New("'%' not followed by two hex digits")
+			}
+			i += 2
+		case c <= ' ' || c == 0x7f || strings.IndexByte("\"'<>\\^`|", c) >= 0:
+			return i, fmt.Errorf("character %q is not allowed in a URI", c)
+		}
+	}
+	return 0, nil
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 // String returns the template as written.

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -190,7 +192,7 @@ func ValidateResourceTemplate(rt *ResourceTemplate) error {
 	}
 	p.handler("handler", rt.Handler, true)
 	if tmpl != nil {
-		for v := range rt.Completions {
+		for _, v := range slices.Sorted(maps.Keys(rt.Completions)) {
 			if !tmpl.HasVar(v) {
 				p.add("completions."+v, "the template has no variable %q", v)
 			}
@@ -419,13 +421,17 @@ func (p *problems) headerParams(field string, raw json.RawMessage) {
 				seen[key] = path
 			}
 		}
-		for k, v := range s {
+		// In key order, so the same schema always gets the same errors in
+		// the same order (and a duplicate header is blamed on the same
+		// property).
+		for _, k := range slices.Sorted(maps.Keys(s)) {
+			v := s[k]
 			switch k {
 			case "properties":
 				var props map[string]json.RawMessage
 				if json.Unmarshal(v, &props) == nil {
-					for name, sub := range props {
-						walk(path+"/properties/"+name, sub, viaProperties)
+					for _, name := range slices.Sorted(maps.Keys(props)) {
+						walk(path+"/properties/"+name, props[name], viaProperties)
 					}
 				}
 			case "items", "additionalProperties", "not", "if", "then", "else", "contains":
@@ -440,8 +446,8 @@ func (p *problems) headerParams(field string, raw json.RawMessage) {
 			case "$defs", "definitions", "patternProperties":
 				var m map[string]json.RawMessage
 				if json.Unmarshal(v, &m) == nil {
-					for name, sub := range m {
-						walk(path+"/"+k+"/"+name, sub, false)
+					for _, name := range slices.Sorted(maps.Keys(m)) {
+						walk(path+"/"+k+"/"+name, m[name], false)
 					}
 				}
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/opsmcp/platform/config"
 	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/internal/testwait"
 	"github.com/opsmcp/platform/webhook"
 )
 
@@ -70,7 +71,7 @@ func accept(content obj) obj { return obj{"action": "accept", "content": content
 func flow(t *testing.T, p *platformtest.Platform, slug, id, state string) (map[string]any, []any) {
 	t.Helper()
 	var got map[string]any
-	platformtest.Eventually(t, 10*time.Second, "flow "+id+" never reached state "+state, func() bool {
+	testwait.Until(t, "flow "+id+" never reached state "+state, func() bool {
 		r := p.Admin(t, "GET", "/api/v1/tenants/"+slug+"/flows/"+id, nil)
 		if r.Status != 200 {
 			return false
@@ -86,7 +87,7 @@ func flow(t *testing.T, p *platformtest.Platform, slug, id, state string) (map[s
 func flowID(t *testing.T, p *platformtest.Platform, slug string) string {
 	t.Helper()
 	var id string
-	platformtest.Eventually(t, 10*time.Second, "no flow recorded", func() bool {
+	testwait.Until(t, "no flow recorded", func() bool {
 		items, _ := p.MustAdmin(t, 200, "GET", "/api/v1/tenants/"+slug+"/flows", nil)["items"].([]any)
 		if len(items) != 1 {
 			return false
@@ -174,7 +175,7 @@ func TestAnswersAreRecordedOnlyForATenantThatOptsIn(t *testing.T) {
 	call(t, p, "acme", "order", obj{"size": accept(obj{"size": "XL-secret"})}, state)
 	id := flowID(t, p, "acme")
 	_, rounds := flow(t, p, "acme", id, "awaiting_input")
-	platformtest.Eventually(t, 10*time.Second, "round 2 not recorded", func() bool {
+	testwait.Until(t, "round 2 not recorded", func() bool {
 		_, rounds = flow(t, p, "acme", id, "awaiting_input")
 		return len(rounds) == 2
 	})
@@ -206,7 +207,7 @@ func TestListFiltersSortsPagesAndCounts(t *testing.T) {
 			list := func(query string) map[string]any {
 				return p.MustAdmin(t, 200, "GET", "/api/v1/flows"+query, nil)
 			}
-			platformtest.Eventually(t, 10*time.Second, "flows not all recorded", func() bool {
+			testwait.Until(t, "flows not all recorded", func() bool {
 				c := list("")["counts"].(map[string]any)
 				return c["awaiting_input"] == 4.0 && c["completed"] == 1.0
 			})
@@ -312,7 +313,7 @@ func TestCancellingAFlowRefusesItsNextRoundAndIsRecorded(t *testing.T) {
 		t.Fatalf("the next round was not refused: %d %s", code, msg)
 	}
 	// The refused round is on the flow's timeline; the flow stays cancelled.
-	platformtest.Eventually(t, 10*time.Second, "the refused round was not recorded", func() bool {
+	testwait.Until(t, "the refused round was not recorded", func() bool {
 		f, rounds := flow(t, p, "acme", id, "cancelled")
 		return f["state"] == "cancelled" && len(rounds) == 2 && rounds[1].(map[string]any)["errorClass"] == "revoked"
 	})
@@ -339,7 +340,7 @@ func TestBulkCancelPreviewsThenCancelsExactlyWhatItShowed(t *testing.T) {
 				states = append(states, s)
 			}
 			_, other := call(t, p, "acme", "restock", nil, "")
-			platformtest.Eventually(t, 10*time.Second, "flows not recorded", func() bool {
+			testwait.Until(t, "flows not recorded", func() bool {
 				return p.MustAdmin(t, 200, "GET", "/api/v1/flows", nil)["counts"].(map[string]any)["awaiting_input"] == 4.0
 			})
 			filter := obj{"tenant": "acme", "target": "order"}
@@ -511,7 +512,7 @@ func TestTwoReplicasKeepOneFlowAndStreamEachOthersRounds(t *testing.T) {
 	// Rounds alternate replicas: 1 on a, 2 on b, 3 on a.
 	_, state := call(t, a, "acme", "order", nil, "")
 	id := flowID(t, a, "acme")
-	platformtest.Eventually(t, 10*time.Second, "replica b never served the tenant", func() bool {
+	testwait.Until(t, "replica b never served the tenant", func() bool {
 		r := b.MCP(t, "acme", "tools/list", obj{"_meta": platformtest.Meta(caps)})
 		return r.Status == 200
 	})
@@ -545,7 +546,7 @@ func TestRolesScopeWhatFlowsAnAdminSeesAndMayCancel(t *testing.T) {
 	p.Tool(t, "globex", orderTool("order", url))
 	call(t, p, "acme", "order", nil, "")
 	call(t, p, "globex", "order", nil, "")
-	platformtest.Eventually(t, 10*time.Second, "flows not recorded", func() bool {
+	testwait.Until(t, "flows not recorded", func() bool {
 		return len(p.MustAdmin(t, 200, "GET", "/api/v1/flows", nil)["items"].([]any)) == 2
 	})
 	token := func(role string, tenants ...string) string {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/opsmcp/platform/config"
 	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/internal/testwait"
 )
 
 // BenchmarkChangeReachesAnotherReplica measures the time from a round's
@@ -20,7 +21,7 @@ func BenchmarkChangeReachesAnotherReplica(b *testing.B) {
 	rb := platformtest.Start(b, db, platformtest.WithStateKeys(keys), platformtest.WithConfig(func(c *config.Config) { c.PublicURL = a.URL }))
 	a.Tenant(b, "acme")
 	a.Tool(b, "acme", orderTool("order", backend(b)))
-	platformtest.Eventually(b, 10*time.Second, "replica b never served the tenant", func() bool {
+	testwait.Until(b, "replica b never served the tenant", func() bool {
 		return rb.MCP(b, "acme", "tools/list", obj{"_meta": platformtest.Meta(caps)}).Status == 200
 	})
 	s := openStream(b, a, "", "")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -143,7 +144,7 @@ func TestLocalProviderRotatesOnItsPeriod(t *testing.T) {
 	a.MustAdmin(t, 200, "PATCH", "/api/v1/tenants/acme/keys", obj{"rotationPeriodSeconds": 2})
 	v0 := a.MustAdmin(t, 200, "GET", "/api/v1/tenants/acme/keys", nil)
 	k0 := v0["keys"].([]any)[0].(map[string]any)["id"]
-	waitFor(t, 20*time.Second, func() bool {
+	waitFor(t, "the rotation completes with a new minting key", func() bool {
 		v := a.MustAdmin(t, 200, "GET", "/api/v1/tenants/acme/keys", nil)
 		ks := v["keys"].([]any)
 		return v["phase"] == "steady" && ks[0].(map[string]any)["id"] != k0
@@ -179,22 +180,19 @@ func TestKeyRingGaugesFollowTheRotation(t *testing.T) {
 	// registry's next catalogue poll) and returns the minting key's age.
 	gauges := func(wantPhase, wantKeys float64) float64 {
 		t.Helper()
-		var phase, keys float64
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var age float64
+		var present bool
+		waitFor(t, fmt.Sprintf("the gauges show phase %v with %v keys", wantPhase, wantKeys), func() bool {
 			m := platformtest.Scrape(t, p.URL, "")
-			phase, _ = m.Value("opsmcp_keys_rotation_phase", acme)
-			keys, _ = m.Value("opsmcp_keys_ring_keys", acme)
-			if phase == wantPhase && keys == wantKeys {
-				age, ok := m.Value("opsmcp_keys_ring_age_seconds", acme)
-				if !ok || age < 0 || age > 60 {
-					t.Fatalf("minting key age = %v (present %v)", age, ok)
-				}
-				return age
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("phase %v with %v keys, want phase %v with %v", phase, keys, wantPhase, wantKeys)
-			}
+			phase, _ := m.Value("opsmcp_keys_rotation_phase", acme)
+			keys, _ := m.Value("opsmcp_keys_ring_keys", acme)
+			age, present = m.Value("opsmcp_keys_ring_age_seconds", acme)
+			return phase == wantPhase && keys == wantKeys
+		})
+		if !present || age < 0 || age > 60 {
+			t.Fatalf("minting key age = %v (present %v)", age, present)
 		}
+		return age
 	}
 
 	p.MustAdmin(t, 201, "POST", base, obj{}) // creates and caches the ring

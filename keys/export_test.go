@@ -3,6 +3,7 @@ package keys
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -21,12 +22,27 @@ func RefreshAllForTest(m *Manager) { m.refreshAll(context.Background()) }
 // slow on demand (the local provider's database answers at once).
 type Backend struct {
 	delay atomic.Int64
+	hold  atomic.Pointer[chan struct{}]
 	down  atomic.Bool
 	fail  atomic.Pointer[func(tenantID string) error]
 }
 
 // Slow makes every call wait d first.
 func (b *Backend) Slow(d time.Duration) { b.delay.Store(int64(d)) }
+
+// Hold makes every call wait until release is called (or the call's
+// context ends): a read that takes exactly as long as the test wants.
+func (b *Backend) Hold() (release func()) {
+	ch := make(chan struct{})
+	b.hold.Store(&ch)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			b.hold.CompareAndSwap(&ch, nil)
+			close(ch)
+		})
+	}
+}
 
 // Down makes every call fail (true) or pass through (false).
 func (b *Backend) Down(down bool) { b.down.Store(down) }
@@ -65,6 +81,13 @@ type controlledBackend struct {
 var errTestDown = errors.New("test: key store down")
 
 func (b *controlledBackend) gate(ctx context.Context, tenantID string) error {
+	if h := b.ctl.hold.Load(); h != nil {
+		select {
+		case <-*h:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	if d := time.Duration(b.ctl.delay.Load()); d > 0 {
 		select {
 		case <-time.After(d):

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/internal/testwait"
 	"github.com/opsmcp/platform/keys"
 	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/store"
@@ -321,7 +322,7 @@ func TestLocalMalformedOrForeignRecordFailsClosedAlone(t *testing.T) {
 	if err := db.Exec(`UPDATE key_rings SET sealed = ?, version = version + 1 WHERE tenant_id = ?`, sealedB, a).Error; err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, func() bool {
+	waitFor(t, "the corrupted ring is refused as malformed", func() bool {
 		_, err := m.Codec(ctx, a)
 		return errors.Is(err, keys.ErrMalformed)
 	})
@@ -332,7 +333,7 @@ func TestLocalMalformedOrForeignRecordFailsClosedAlone(t *testing.T) {
 	if err := db.Exec(`UPDATE key_rings SET sealed = 'bm90IGEgcmluZw==', version = version + 1 WHERE tenant_id = ?`, a).Error; err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, func() bool {
+	waitFor(t, "the corrupted ring is refused as malformed", func() bool {
 		_, err := m.Codec(ctx, a)
 		return errors.Is(err, keys.ErrMalformed)
 	})
@@ -365,7 +366,7 @@ func TestLocalNoRingFailsClosed(t *testing.T) {
 	if _, err := m.Create(ctx, id, ""); !errors.Is(err, keys.ErrRingExists) {
 		t.Fatalf("second create: %v", err)
 	}
-	waitFor(t, 5*time.Second, func() bool { _, err := m.Codec(ctx, id); return err == nil })
+	waitFor(t, "the ring is readable", func() bool { _, err := m.Codec(ctx, id); return err == nil })
 }
 
 func TestLocalRevokeIsImmediate(t *testing.T) {
@@ -396,15 +397,12 @@ func TestLocalRevokeIsImmediate(t *testing.T) {
 	}
 }
 
-func waitFor(t testing.TB, d time.Duration, cond func() bool) {
+// waitFor polls cond until it holds, bounded only by the test binary's
+// deadline: background work (refreshes, rotations) takes what the
+// machine gives it.
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Until(t, what, cond)
 }
 
 func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }

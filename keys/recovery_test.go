@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/internal/testwait"
 	"github.com/opsmcp/platform/keys"
 	"github.com/opsmcp/platform/mrtr"
 )
@@ -80,23 +81,27 @@ func TestRoundsDuringARescuingRefreshWaitForIt(t *testing.T) {
 
 	// A round that cannot wait as long as the read takes gives up with
 	// its own context, rejected, while the read goes on for the others.
+	// The read is held until that round has given up: a round waiting
+	// for the read instead of its context would never return.
 	k3 := revokeKey(t, a, id, k2)
 	tok3, _ := seal(t, sealer(t, a, id, time.Minute, nil), id)
-	ctl.Slow(2 * time.Second)
+	ctl.Slow(0)
+	release := ctl.Hold()
+	defer release()
 	stale = sealer(t, b, id, time.Minute, nil)
-	forced := make(chan string)
-	go func() { forced <- rejection(stale.Open(ctx, tok3, binding(id))) }() // forces the slow read
-	waitFor(t, 5*time.Second, func() bool { return keys.ForcedReadRunning(b, id) })
+	forced := make(chan string, 1)
+	go func() { forced <- rejection(stale.Open(ctx, tok3, binding(id))) }() // forces the held read
+	waitFor(t, "the forced ring read is running", func() bool { return keys.ForcedReadRunning(b, id) })
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	start := time.Now()
 	if _, err := stale.Open(short, tok3, binding(id)); err == nil {
 		t.Fatalf("a round under %s opened before the read that loads it ended", k3)
 	}
-	if waited := time.Since(start); waited > time.Second {
-		t.Fatalf("a round whose context ended after 100ms waited %s for the read", waited)
+	if !keys.ForcedReadRunning(b, id) || len(forced) != 0 {
+		t.Fatal("the held read ended before the round that gave up returned")
 	}
-	if r := <-forced; r != "" {
+	release()
+	if r := testwait.Recv(t, forced, "the round that forced the read"); r != "" {
 		t.Fatalf("the round that forced the read: rejected (%s)", r)
 	}
 

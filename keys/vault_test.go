@@ -178,7 +178,7 @@ func TestVaultRotationPhases(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Within the margin the other replica verifies the staged key.
-	waitFor(t, 5*time.Second, func() bool {
+	waitFor(t, "the other replica verifies the staged key", func() bool {
 		cd, err := b.Codec(ctx, id)
 		return err == nil && len(mustKeyIDs(cd)) == 2
 	})
@@ -203,7 +203,7 @@ func TestVaultRotationPhases(t *testing.T) {
 	if tr, ok, err := a.Advance(ctx, id); err != nil || !ok || tr != keys.Retire {
 		t.Fatalf("retire: %s %v %v", tr, ok, err)
 	}
-	waitFor(t, 5*time.Second, func() bool {
+	waitFor(t, "the other replica refuses the retired key", func() bool {
 		return openReason(t, sealer(t, b, id, ttl, c.Now), id, tokOld) == mrtr.ReasonUnknownKey
 	})
 
@@ -220,7 +220,7 @@ func TestVaultRotationPhases(t *testing.T) {
 	if r := openReason(t, sealer(t, a, id, ttl, c.Now), id, tok2); r != mrtr.ReasonUnknownKey {
 		t.Fatalf("revoked key's token on this replica: %q", r)
 	}
-	waitFor(t, 5*time.Second, func() bool {
+	waitFor(t, "the other replica refuses the revoked key", func() bool {
 		return openReason(t, sealer(t, b, id, ttl, c.Now), id, tok2) == mrtr.ReasonUnknownKey
 	})
 }
@@ -435,7 +435,7 @@ func TestVaultMalformedOrForeignRecordFailsClosedAlone(t *testing.T) {
 		if _, err := kv.Put(ctx, "opsmcp/keyrings/"+a, data); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 5*time.Second, func() bool {
+		waitFor(t, "the corrupted ring is refused as malformed", func() bool {
 			_, err := m.Codec(ctx, a)
 			return errors.Is(err, keys.ErrMalformed)
 		})
@@ -469,11 +469,11 @@ func TestVaultOutageServesCachedRingsUpToStaleness(t *testing.T) {
 		o.Vault.Timeout = time.Second
 	})
 	tok, _ := seal(t, sealer(t, m, id, time.Minute, nil), id)
-	waitFor(t, 5*time.Second, func() bool { return m.Health().Status == keys.HealthOK })
+	waitFor(t, "the keys are healthy", func() bool { return m.Health().Status == keys.HealthOK })
 
 	v.Stop()
 	down := time.Now()
-	waitFor(t, 5*time.Second, func() bool { return m.Health().Status == keys.HealthDegraded })
+	waitFor(t, "the keys are degraded with Vault down", func() bool { return m.Health().Status == keys.HealthDegraded })
 	if !m.Health().Ready() {
 		t.Fatal("degraded must stay ready")
 	}
@@ -495,7 +495,7 @@ func TestVaultOutageServesCachedRingsUpToStaleness(t *testing.T) {
 		t.Fatal("rotate now succeeded with Vault down")
 	}
 	// Past the staleness limit: fail closed, not ready.
-	waitFor(t, 10*time.Second, func() bool {
+	waitFor(t, "the cached ring goes stale and the keys unavailable", func() bool {
 		_, err := m.Codec(ctx, id)
 		return errors.Is(err, keys.ErrStale) && m.Health().Status == keys.HealthUnavailable
 	})
@@ -504,7 +504,7 @@ func TestVaultOutageServesCachedRingsUpToStaleness(t *testing.T) {
 	}
 
 	v.Restart(t)
-	waitFor(t, 10*time.Second, func() bool { return m.Health().Status == keys.HealthOK })
+	waitFor(t, "the keys are healthy again with Vault back", func() bool { return m.Health().Status == keys.HealthOK })
 	s := sealer(t, m, id, time.Minute, nil)
 	if r := openReason(t, s, id, tok); r != "" {
 		t.Fatalf("after Vault returned: %s", r)

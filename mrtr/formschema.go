@@ -18,7 +18,9 @@ import (
 // A formSchema is a parsed elicitation requestedSchema: a flat object of
 // primitive properties (the spec's PrimitiveSchemaDefinition). Only the
 // keywords the spec defines are accepted, so that every constraint a
-// tenant writes is one the platform actually enforces on the answer.
+// tenant writes is one the platform actually enforces on the answer. The
+// keywords are read by readSchema and readField, as for ReadForm; the
+// checks here are what makes the parser strict.
 type formSchema struct {
 	fields   []formField // sorted by name, so checks run in a stable order
 	required []string
@@ -26,16 +28,8 @@ type formSchema struct {
 
 // A formField is one property of a formSchema.
 type formField struct {
-	name      string
-	typ       string // "string", "number", "integer", "boolean" or "array"
-	minLength int    // -1 when absent
-	maxLength int    // -1 when absent
-	format    string
-	options   []string // enum, oneOf consts, or the array's item options
-	minimum   *float64
-	maximum   *float64
-	minItems  int // -1 when absent
-	maxItems  int // -1 when absent
+	Field
+	options []string // the values of Field.Options
 }
 
 // Keywords the spec allows on each primitive type.
@@ -50,8 +44,9 @@ var fieldKeywords = map[string][]string{
 // parseFormSchema parses and checks a requestedSchema. Errors are
 // *InputError values whose Path extends path.
 func parseFormSchema(raw json.RawMessage, path string) (*formSchema, error) {
-	top, err := jsonObject(raw)
-	if err != nil {
+	r := readSchema(raw)
+	top := r.members
+	if top == nil {
 		return nil, newInputError(path, "must be a JSON object")
 	}
 	for _, k := range sortedMemberNames(top) {
@@ -69,106 +64,98 @@ func parseFormSchema(raw json.RawMessage, path string) (*formSchema, error) {
 	if typ, err := jsonString(top["type"]); err != nil || typ != "object" {
 		return nil, newInputError(path+".type", `must be "object"`)
 	}
-	propsRaw, ok := top["properties"]
-	if !ok {
+	if _, ok := top["properties"]; !ok {
 		return nil, newInputError(path+".properties", "is required")
 	}
-	props, err := jsonObject(propsRaw)
-	if err != nil {
+	if r.props == nil {
 		return nil, newInputError(path+".properties", "must be a JSON object")
 	}
 	s := &formSchema{}
-	for _, name := range sortedMemberNames(props) {
+	for _, name := range sortedMemberNames(r.props) {
 		if name == "" {
 			return nil, newInputError(path+".properties", "property names must not be empty")
 		}
-		f, err := parseFormField(name, props[name], path+".properties."+name)
+		f, err := parseFormField(readField(name, r.props[name]), path+".properties."+name)
 		if err != nil {
 			return nil, err
 		}
 		s.fields = append(s.fields, f)
 	}
-	if v, ok := top["required"]; ok {
-		var req []string
-		if err := json.Unmarshal(v, &req); err != nil {
-			return nil, newInputError(path+".required", "must be an array of property names")
-		}
-		for i, name := range req {
-			p := fmt.Sprintf("%s.required[%d]", path, i)
-			if s.field(name) == nil {
-				return nil, newInputError(p, fmt.Sprintf("%q is not a property", name))
-			}
-			if slices.Contains(req[:i], name) {
-				return nil, newInputError(p, fmt.Sprintf("%q is listed twice", name))
-			}
-		}
-		s.required = req
+	if r.requiredBad {
+		return nil, newInputError(path+".required", "must be an array of property names")
 	}
+	for i, name := range r.required {
+		p := fmt.Sprintf("%s.required[%d]", path, i)
+		if s.field(name) == nil {
+			return nil, newInputError(p, fmt.Sprintf("%q is not a property", name))
+		}
+		if slices.Contains(r.required[:i], name) {
+			return nil, newInputError(p, fmt.Sprintf("%q is listed twice", name))
+		}
+		s.field(name).Required = true
+	}
+	s.required = r.required
 	return s, nil
 }
 
 func (s *formSchema) field(name string) *formField {
-	i, ok := slices.BinarySearchFunc(s.fields, name, func(f formField, n string) int { return strings.Compare(f.name, n) })
+	i, ok := slices.BinarySearchFunc(s.fields, name, func(f formField, n string) int { return strings.Compare(f.Name, n) })
 	if !ok {
 		return nil
 	}
 	return &s.fields[i]
 }
 
-func parseFormField(name string, raw json.RawMessage, path string) (formField, error) {
-	f := formField{name: name, minLength: -1, maxLength: -1, minItems: -1, maxItems: -1}
-	obj, err := jsonObject(raw)
-	if err != nil {
+// problem is the error for a value readField could not read, if any.
+func (r *fieldReading) problem(path, key string) error {
+	if msg, bad := r.problems[key]; bad {
+		return newInputError(path+"."+key, msg)
+	}
+	return nil
+}
+
+func parseFormField(r fieldReading, path string) (formField, error) {
+	f := formField{Field: r.Field}
+	for _, o := range r.Options {
+		f.options = append(f.options, o.Value)
+	}
+	if r.members == nil {
 		return f, newInputError(path, "must be a JSON object")
 	}
-	typ, err := jsonString(obj["type"])
-	allowed, known := fieldKeywords[typ]
-	if err != nil || !known {
+	allowed, known := fieldKeywords[r.Type]
+	if !known {
 		return f, newInputError(path+".type", "must be one of string, number, integer, boolean, array (nested objects are not allowed)")
 	}
-	f.typ = typ
-	for _, k := range sortedMemberNames(obj) {
+	for _, k := range sortedMemberNames(r.members) {
 		if !slices.Contains(allowed, k) {
-			return f, newInputError(path+"."+k, fmt.Sprintf("unsupported keyword for type %s", typ))
+			return f, newInputError(path+"."+k, fmt.Sprintf("unsupported keyword for type %s", r.Type))
 		}
 	}
 	for _, k := range []string{"title", "description"} {
-		if v, ok := obj[k]; ok {
-			if _, err := jsonString(v); err != nil {
-				return f, newInputError(path+"."+k, "must be a string")
-			}
+		if err := r.problem(path, k); err != nil {
+			return f, err
 		}
 	}
-	switch typ {
+	switch r.Type {
 	case "string":
-		if err := f.parseString(obj, path); err != nil {
+		if err := checkStringKeywords(&r, path); err != nil {
 			return f, err
 		}
 	case "number", "integer":
 		for _, k := range []string{"minimum", "maximum"} {
-			v, ok := obj[k]
-			if !ok {
-				continue
-			}
-			var n float64
-			if err := json.Unmarshal(v, &n); err != nil {
-				return f, newInputError(path+"."+k, "must be a number")
-			}
-			if k == "minimum" {
-				f.minimum = &n
-			} else {
-				f.maximum = &n
+			if err := r.problem(path, k); err != nil {
+				return f, err
 			}
 		}
-		if f.minimum != nil && f.maximum != nil && *f.minimum > *f.maximum {
+		if f.Minimum != nil && f.Maximum != nil && *f.Minimum > *f.Maximum {
 			return f, newInputError(path+".maximum", "must not be less than minimum")
 		}
 	case "array":
-		if err := f.parseArray(obj, path); err != nil {
+		if err := checkArrayKeywords(&r, path); err != nil {
 			return f, err
 		}
 	}
-	if v, ok := obj["default"]; ok {
+	if v := r.Default; v != nil {
 		val, err := jsonValue(v)
 		if err != nil {
 			return f, newInputError(path+".default", "must be valid JSON")
@@ -180,152 +167,123 @@ func parseFormField(name string, raw json.RawMessage, path string) (formField, e
 	return f, nil
 }
 
-func (f *formField) parseString(obj map[string]json.RawMessage, path string) error {
-	var err error
-	if f.minLength, err = optCount(obj, "minLength", path); err != nil {
-		return err
+func checkStringKeywords(r *fieldReading, path string) error {
+	for _, k := range []string{"minLength", "maxLength"} {
+		if err := r.problem(path, k); err != nil {
+			return err
+		}
 	}
-	if f.maxLength, err = optCount(obj, "maxLength", path); err != nil {
-		return err
-	}
-	if f.minLength >= 0 && f.maxLength >= 0 && f.minLength > f.maxLength {
+	if r.MinLength != nil && r.MaxLength != nil && *r.MinLength > *r.MaxLength {
 		return newInputError(path+".maxLength", "must not be less than minLength")
 	}
-	if v, ok := obj["format"]; ok {
-		f.format, err = jsonString(v)
-		switch {
-		case err != nil:
-			return newInputError(path+".format", "must be a string")
-		case f.format != "email" && f.format != "uri" && f.format != "date" && f.format != "date-time":
+	if _, ok := r.members["format"]; ok {
+		if err := r.problem(path, "format"); err != nil {
+			return err
+		}
+		switch r.Format {
+		case "email", "uri", "date", "date-time":
+		default:
 			return newInputError(path+".format", "must be one of email, uri, date, date-time")
 		}
 	}
-	enumRaw, hasEnum := obj["enum"]
-	oneOfRaw, hasOneOf := obj["oneOf"]
+	_, hasEnum := r.members["enum"]
+	_, hasOneOf := r.members["oneOf"]
 	switch {
 	case hasEnum && hasOneOf:
 		return newInputError(path+".oneOf", "cannot be combined with enum")
 	case hasEnum:
-		if f.options, err = parseEnum(enumRaw, path+".enum"); err != nil {
+		if err := checkOptions(r, path, "enum"); err != nil {
 			return err
 		}
-		if v, ok := obj["enumNames"]; ok {
-			var names []string
-			if err := json.Unmarshal(v, &names); err != nil || len(names) != len(f.options) {
+		if _, ok := r.members["enumNames"]; ok {
+			if r.problems["enumNames"] != "" || len(r.enumNames) != len(r.sources["enum"]) {
 				return newInputError(path+".enumNames", "must be an array of strings as long as enum")
 			}
 		}
 	case hasOneOf:
-		if f.options, err = parseTitledOptions(oneOfRaw, path+".oneOf"); err != nil {
+		if err := checkOptions(r, path, "oneOf"); err != nil {
 			return err
 		}
 	}
-	if _, ok := obj["enumNames"]; ok && !hasEnum {
+	if _, ok := r.members["enumNames"]; ok && !hasEnum {
 		return newInputError(path+".enumNames", "requires enum")
 	}
 	return nil
 }
 
-func (f *formField) parseArray(obj map[string]json.RawMessage, path string) error {
-	var err error
-	if f.minItems, err = optCount(obj, "minItems", path); err != nil {
-		return err
+func checkArrayKeywords(r *fieldReading, path string) error {
+	for _, k := range []string{"minItems", "maxItems"} {
+		if err := r.problem(path, k); err != nil {
+			return err
+		}
 	}
-	if f.maxItems, err = optCount(obj, "maxItems", path); err != nil {
-		return err
-	}
-	if f.minItems >= 0 && f.maxItems >= 0 && f.minItems > f.maxItems {
+	if r.MinItems != nil && r.MaxItems != nil && *r.MinItems > *r.MaxItems {
 		return newInputError(path+".maxItems", "must not be less than minItems")
 	}
-	itemsRaw, ok := obj["items"]
-	if !ok {
+	if _, ok := r.members["items"]; !ok {
 		return newInputError(path+".items", "is required (arrays must be multi-select enums of strings)")
 	}
-	items, err := jsonObject(itemsRaw)
-	if err != nil {
-		return newInputError(path+".items", "must be a JSON object")
+	if err := r.problem(path, "items"); err != nil {
+		return err
 	}
-	for _, k := range sortedMemberNames(items) {
+	for _, k := range sortedMemberNames(r.items) {
 		if k != "type" && k != "enum" && k != "anyOf" {
 			return newInputError(path+".items."+k, "unsupported keyword (allowed: type, enum, anyOf)")
 		}
 	}
-	if v, ok := items["type"]; ok {
-		if typ, err := jsonString(v); err != nil || typ != "string" {
-			return newInputError(path+".items.type", `must be "string"`)
-		}
+	if err := r.problem(path, "items.type"); err != nil {
+		return err
 	}
-	enumRaw, hasEnum := items["enum"]
-	anyOfRaw, hasAnyOf := items["anyOf"]
+	_, hasEnum := r.items["enum"]
+	_, hasAnyOf := r.items["anyOf"]
 	switch {
 	case hasEnum == hasAnyOf:
 		return newInputError(path+".items", "needs exactly one of enum or anyOf")
 	case hasEnum:
-		if _, ok := items["type"]; !ok {
+		if _, ok := r.items["type"]; !ok {
 			return newInputError(path+".items.type", `is required with enum and must be "string"`)
 		}
-		f.options, err = parseEnum(enumRaw, path+".items.enum")
+		return checkOptions(r, path, "items.enum")
 	default:
-		f.options, err = parseTitledOptions(anyOfRaw, path+".items.anyOf")
+		return checkOptions(r, path, "items.anyOf")
 	}
-	return err
 }
 
-func optCount(obj map[string]json.RawMessage, key, path string) (int, error) {
-	v, ok := obj[key]
-	if !ok {
-		return -1, nil
+// checkOptions checks the options listed under key: readable, each a
+// string or a {const, title} object as the keyword wants, none twice.
+func checkOptions(r *fieldReading, path, key string) error {
+	if err := r.problem(path, key); err != nil {
+		return err
 	}
-	var n int
-	if err := json.Unmarshal(v, &n); err != nil || n < 0 {
-		return -1, newInputError(path+"."+key, "must be a non-negative integer")
-	}
-	return n, nil
-}
-
-func parseEnum(raw json.RawMessage, path string) ([]string, error) {
-	var opts []string
-	if err := json.Unmarshal(raw, &opts); err != nil || len(opts) == 0 {
-		return nil, newInputError(path, "must be a non-empty array of strings")
-	}
-	for i, o := range opts {
-		if slices.Contains(opts[:i], o) {
-			return nil, newInputError(fmt.Sprintf("%s[%d]", path, i), fmt.Sprintf("duplicate option %q", o))
-		}
-	}
-	return opts, nil
-}
-
-func parseTitledOptions(raw json.RawMessage, path string) ([]string, error) {
-	var list []json.RawMessage
-	if err := json.Unmarshal(raw, &list); err != nil || len(list) == 0 {
-		return nil, newInputError(path, "must be a non-empty array of {const, title} objects")
-	}
-	opts := make([]string, 0, len(list))
-	for i, item := range list {
-		p := fmt.Sprintf("%s[%d]", path, i)
-		obj, err := jsonObject(item)
-		if err != nil {
-			return nil, newInputError(p, "must be a {const, title} object")
-		}
-		for _, k := range sortedMemberNames(obj) {
-			if k != "const" && k != "title" {
-				return nil, newInputError(p+"."+k, "unsupported keyword (allowed: const, title)")
+	var seen []string
+	for i, it := range r.sources[key] {
+		p := fmt.Sprintf("%s[%d]", key, i)
+		if it.members == nil && !it.ok { // not a {const, title} object
+			if err := r.problem(path, p); err != nil {
+				return err
 			}
 		}
-		c, err := jsonString(obj["const"])
-		if err != nil {
-			return nil, newInputError(p+".const", "must be a string")
+		for _, k := range sortedMemberNames(it.members) {
+			if k != "const" && k != "title" {
+				return newInputError(path+"."+p+"."+k, "unsupported keyword (allowed: const, title)")
+			}
 		}
-		if _, err := jsonString(obj["title"]); err != nil {
-			return nil, newInputError(p+".title", "must be a string")
+		if it.members != nil {
+			for _, k := range []string{p + ".const", p + ".title"} {
+				if err := r.problem(path, k); err != nil {
+					return err
+				}
+			}
 		}
-		if slices.Contains(opts, c) {
-			return nil, newInputError(p+".const", fmt.Sprintf("duplicate option %q", c))
+		if slices.Contains(seen, it.Value) {
+			if it.members != nil {
+				p += ".const"
+			}
+			return newInputError(path+"."+p, fmt.Sprintf("duplicate option %q", it.Value))
 		}
-		opts = append(opts, c)
+		seen = append(seen, it.Value)
 	}
-	return opts, nil
+	return nil
 }
 
 // checkContent checks accepted form content against s. It returns "" when
@@ -349,13 +307,13 @@ func (s *formSchema) checkContent(raw json.RawMessage) string {
 	}
 	for i := range s.fields {
 		f := &s.fields[i]
-		raw, ok := content[f.name]
+		raw, ok := content[f.Name]
 		if !ok {
 			continue
 		}
 		v, err := jsonValue(raw)
 		if err != nil {
-			return f.name + " is not valid JSON"
+			return f.Name + " is not valid JSON"
 		}
 		if why := f.check(v); why != "" {
 			return why
@@ -366,54 +324,54 @@ func (s *formSchema) checkContent(raw json.RawMessage) string {
 
 // check checks one decoded value (json.Number for numbers) against f.
 func (f *formField) check(v any) string {
-	switch f.typ {
+	switch f.Type {
 	case "string":
 		s, ok := v.(string)
 		if !ok {
-			return f.name + " must be a string"
+			return f.Name + " must be a string"
 		}
 		return f.checkString(s)
 	case "number", "integer":
 		n, ok := v.(json.Number)
 		if !ok {
-			return f.name + " must be a number"
+			return f.Name + " must be a number"
 		}
 		x, err := n.Float64()
 		if err != nil || math.IsInf(x, 0) {
-			return f.name + " must be a finite number"
+			return f.Name + " must be a finite number"
 		}
-		if f.typ == "integer" && x != math.Trunc(x) {
-			return f.name + " must be an integer"
+		if f.Type == "integer" && x != math.Trunc(x) {
+			return f.Name + " must be an integer"
 		}
-		if f.minimum != nil && x < *f.minimum {
-			return f.name + " must be at least " + formatNumber(*f.minimum)
+		if f.Minimum != nil && x < *f.Minimum {
+			return f.Name + " must be at least " + formatNumber(*f.Minimum)
 		}
-		if f.maximum != nil && x > *f.maximum {
-			return f.name + " must be at most " + formatNumber(*f.maximum)
+		if f.Maximum != nil && x > *f.Maximum {
+			return f.Name + " must be at most " + formatNumber(*f.Maximum)
 		}
 	case "boolean":
 		if _, ok := v.(bool); !ok {
-			return f.name + " must be true or false"
+			return f.Name + " must be true or false"
 		}
 	case "array":
 		list, ok := v.([]any)
 		if !ok {
-			return f.name + " must be a list of strings"
+			return f.Name + " must be a list of strings"
 		}
 		for _, item := range list {
 			s, ok := item.(string)
 			if !ok {
-				return f.name + " must be a list of strings"
+				return f.Name + " must be a list of strings"
 			}
 			if !slices.Contains(f.options, s) {
-				return f.name + " must contain only the listed options"
+				return f.Name + " must contain only the listed options"
 			}
 		}
-		if f.minItems >= 0 && len(list) < f.minItems {
-			return fmt.Sprintf("%s needs at least %d selection(s)", f.name, f.minItems)
+		if f.MinItems != nil && len(list) < *f.MinItems {
+			return fmt.Sprintf("%s needs at least %d selection(s)", f.Name, *f.MinItems)
 		}
-		if f.maxItems >= 0 && len(list) > f.maxItems {
-			return fmt.Sprintf("%s allows at most %d selection(s)", f.name, f.maxItems)
+		if f.MaxItems != nil && len(list) > *f.MaxItems {
+			return fmt.Sprintf("%s allows at most %d selection(s)", f.Name, *f.MaxItems)
 		}
 	}
 	return ""
@@ -422,33 +380,33 @@ func (f *formField) check(v any) string {
 func (f *formField) checkString(s string) string {
 	if f.options != nil {
 		if !slices.Contains(f.options, s) {
-			return f.name + " must be one of the listed options"
+			return f.Name + " must be one of the listed options"
 		}
 		return ""
 	}
 	n := utf8.RuneCountInString(s)
-	if f.minLength >= 0 && n < f.minLength {
-		return fmt.Sprintf("%s must be at least %d characters", f.name, f.minLength)
+	if f.MinLength != nil && n < *f.MinLength {
+		return fmt.Sprintf("%s must be at least %d characters", f.Name, *f.MinLength)
 	}
-	if f.maxLength >= 0 && n > f.maxLength {
-		return fmt.Sprintf("%s must be at most %d characters", f.name, f.maxLength)
+	if f.MaxLength != nil && n > *f.MaxLength {
+		return fmt.Sprintf("%s must be at most %d characters", f.Name, *f.MaxLength)
 	}
-	switch f.format {
+	switch f.Format {
 	case "email":
 		if a, err := mail.ParseAddress(s); err != nil || a.Name != "" || a.Address != s {
-			return f.name + " must be an email address"
+			return f.Name + " must be an email address"
 		}
 	case "uri":
 		if u, err := url.Parse(s); err != nil || u.Scheme == "" {
-			return f.name + " must be an absolute URI"
+			return f.Name + " must be an absolute URI"
 		}
 	case "date":
 		if _, err := time.Parse(time.DateOnly, s); err != nil {
-			return f.name + " must be a date (YYYY-MM-DD)"
+			return f.Name + " must be a date (YYYY-MM-DD)"
 		}
 	case "date-time":
 		if _, err := time.Parse(time.RFC3339, s); err != nil {
-			return f.name + " must be a date-time (RFC 3339)"
+			return f.Name + " must be a date-time (RFC 3339)"
 		}
 	}
 	return ""

@@ -7,10 +7,10 @@ import (
 	"flag"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/opsmcp/platform/config"
 	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/internal/testwait"
 	"github.com/opsmcp/platform/store"
 )
 
@@ -85,17 +85,9 @@ func TestAReplicaThatCannotOpenARotatedSecretFailsTheTenantClosed(t *testing.T) 
 	b := platformtest.Start(t, db, platformtest.WithConfig(func(c *config.Config) { c.SecretsKeys = other }))
 	b.MustAdmin(t, 200, "POST", "/api/v1/tenants/acme/tools/order/webhook-secret", nil)
 
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r := a.MCP(t, "acme", "tools/list", nil)
-		if r.Status == 503 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a still serves the tenant after the secret it cannot open: %d %s", r.Status, r.Body)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.Until(t, "a stops serving the tenant whose secret it cannot open", func() bool {
+		return a.MCP(t, "acme", "tools/list", nil).Status == 503
+	})
 	if !strings.Contains(a.Logs.String(), store.ErrSecretUnreadable.Error()) {
 		t.Fatal("a's log does not say why the tenant is unavailable")
 	}

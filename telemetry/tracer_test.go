@@ -18,6 +18,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/opsmcp/platform/internal/testwait"
 )
 
 // leanProvider is the platform's span path into exp.
@@ -312,9 +314,7 @@ func TestEndedSpansAreExportedInBatchesAndNeverWaitedFor(t *testing.T) {
 	}
 	waitFor := func(n int) {
 		t.Helper()
-		for deadline := time.Now().Add(3 * time.Second); len(exp.GetSpans()) < n && time.Now().Before(deadline); {
-			time.Sleep(2 * time.Millisecond)
-		}
+		testwait.Until(t, fmt.Sprintf("%d spans are exported", n), func() bool { return len(exp.GetSpans()) >= n })
 		if got := len(exp.GetSpans()); got != n {
 			t.Fatalf("%d spans exported, want %d", got, n)
 		}
@@ -336,18 +336,13 @@ func TestEndedSpansAreExportedInBatchesAndNeverWaitedFor(t *testing.T) {
 	// queue, the rest are dropped, and ending them does not wait.
 	blocked.Store(true)
 	end(3)
-	select { // the loop took the full batch and hangs in export
-	case <-entered:
-	case <-time.After(3 * time.Second):
-		t.Fatal("a full batch did not reach the exporter")
-	}
+	// The loop took the full batch and hangs in export.
+	testwait.Recv(t, entered, "a full batch to reach the exporter")
+	// The exporter stays stuck until these ten have ended: End waiting
+	// for it would never return.
 	done := make(chan struct{})
 	go func() { end(10); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(2 * time.Second):
-		t.Fatal("ending a span waited for a stuck exporter")
-	}
+	testwait.Recv(t, done, "ten spans to end while the exporter is stuck")
 	close(gate)
 	if err := p.ForceFlush(context.Background()); err != nil {
 		t.Fatal(err)
@@ -370,11 +365,11 @@ func TestEndedSpansAreExportedInBatchesAndNeverWaitedFor(t *testing.T) {
 	p2 := leanProvider(t, exp2, sdktrace.AlwaysSample(), sdktrace.NewSpanLimits(), BatchOptions{MaxQueue: 100, MaxBatch: 100, Delay: 10 * time.Millisecond, ExportTimeout: time.Second})
 	_, s := p2.Tracer("t").Start(context.Background(), "x")
 	s.End()
-	for deadline := time.Now().Add(3 * time.Second); len(exp2.GetSpans()) == 0 && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if len(exp2.GetSpans()) != 1 {
-		t.Fatal("the timer did not export a partial batch")
+	// The batch of 100 is never full and nothing flushes: only the timer
+	// can send it.
+	testwait.Until(t, "the timer exports a partial batch", func() bool { return len(exp2.GetSpans()) > 0 })
+	if n := len(exp2.GetSpans()); n != 1 {
+		t.Fatalf("the timer exported %d spans, want 1", n)
 	}
 }
 

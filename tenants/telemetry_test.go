@@ -30,6 +30,7 @@ import (
 	"github.com/opsmcp/platform/config"
 	"github.com/opsmcp/platform/internal/oidctest"
 	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/internal/testwait"
 	"github.com/opsmcp/platform/server"
 	"github.com/opsmcp/platform/telemetry"
 	"github.com/opsmcp/platform/webhook"
@@ -66,22 +67,20 @@ func (l *spanLog) Ended() []sdktrace.ReadOnlySpan {
 // the answer is written) and returns them in end order.
 func waitSpans(t *testing.T, rec *spanLog, n int, keep func(sdktrace.ReadOnlySpan) bool) []sdktrace.ReadOnlySpan {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		var out []sdktrace.ReadOnlySpan
+	var out []sdktrace.ReadOnlySpan
+	testwait.Until(t, fmt.Sprintf("%d spans have ended", n), func() bool {
+		out = out[:0]
 		for _, s := range rec.Ended() {
 			if keep(s) {
 				out = append(out, s)
 			}
 		}
-		if len(out) >= n || time.Now().After(deadline) {
-			if len(out) != n {
-				t.Fatalf("want %d spans, have %d: %v", n, len(out), names(out))
-			}
-			return out
-		}
-		time.Sleep(5 * time.Millisecond)
+		return len(out) >= n
+	})
+	if len(out) != n {
+		t.Fatalf("want %d spans, have %d: %v", n, len(out), names(out))
 	}
+	return out
 }
 
 func names(spans []sdktrace.ReadOnlySpan) []string {
@@ -170,7 +169,6 @@ func TestAFlowAcrossReplicasIsThreeLinkedRoundSpansAndOneFlowSpan(t *testing.T) 
 	// Round 1 on a, with the client's trace context in _meta.
 	const clientTrace = "0af7651916cd43dd8448eb211c80319c"
 	metaTP := "00-" + clientTrace + "-b7ad6b7169203331-01"
-	start := time.Now()
 	_, s1 := inputRequired(t, callTraced(t, a, "order", args, nil, nil, metaTP, ""))
 	time.Sleep(30 * time.Millisecond) // the user thinks
 	// Round 2 on b, without any trace context.
@@ -256,8 +254,11 @@ func TestAFlowAcrossReplicasIsThreeLinkedRoundSpansAndOneFlowSpan(t *testing.T) 
 	}
 	wantAttrs(t, f, map[attribute.Key]any{"opsmcp.flow.rounds": 3, "opsmcp.flow.id": attrs(r1)["opsmcp.flow.id"].AsString(),
 		"opsmcp.tenant": "acme", "opsmcp.flow.outcome": "complete", "opsmcp.flow.client_wait": nil, "opsmcp.flow.server_time": nil})
-	if d := f.StartTime().Sub(r1.StartTime()); d < -time.Millisecond || d > 5*time.Millisecond || f.StartTime().Before(start.Add(-time.Millisecond)) {
-		t.Fatalf("flow starts %v after round 1", d)
+	// The flow starts when round 1 arrived: the state carries that time
+	// to the millisecond, so the flow span starts within round 1's span,
+	// less the sub-millisecond part cut off.
+	if f.StartTime().Before(r1.StartTime().Add(-time.Millisecond)) || f.StartTime().After(r1.EndTime()) {
+		t.Fatalf("flow starts at %s, round 1 spans %s to %s", f.StartTime(), r1.StartTime(), r1.EndTime())
 	}
 	if f.EndTime().Before(r3.StartTime()) || f.EndTime().After(r3.EndTime()) {
 		t.Fatalf("flow ends %v, final round %v to %v", f.EndTime(), r3.StartTime(), r3.EndTime())
@@ -265,8 +266,11 @@ func TestAFlowAcrossReplicasIsThreeLinkedRoundSpansAndOneFlowSpan(t *testing.T) 
 	wait := attrs(f)["opsmcp.flow.client_wait"].AsFloat64()
 	served := attrs(f)["opsmcp.flow.server_time"].AsFloat64()
 	total := f.EndTime().Sub(f.StartTime()).Seconds()
-	if wait < 0.055 || wait > total || served <= 0 || wait+served > total+0.01 {
-		t.Fatalf("client wait %.3fs, server %.3fs, total %.3fs", wait, served, total)
+	// The client's wait is at least the gaps between the rounds' spans
+	// (the user's thinking above); the server's time is what is left.
+	gaps := (r2.StartTime().Sub(r1.EndTime()) + r3.StartTime().Sub(r2.EndTime())).Seconds()
+	if wait < gaps-0.001 || wait > total || served <= 0 || wait+served > total+0.001 {
+		t.Fatalf("client wait %.4fs (gaps between rounds %.4fs), server %.4fs, total %.4fs", wait, gaps, served, total)
 	}
 
 	// The webhook call is a CLIENT child of round 3, and the backend got
@@ -393,8 +397,8 @@ func TestToolContentIsTracedOnlyWhenTheTenantOptsIn(t *testing.T) {
 	p.Tenant(t, "acme")
 	h.setSecret(p.Tool(t, "acme", echoTool("echo", h.URL)))
 	p.MCP(t, "acme", "tools/call", obj{"name": "echo", "arguments": obj{"msg": "argument-text"}})
+	// The admin API reloads this replica's catalogue before it answers.
 	p.MustAdmin(t, 200, "PATCH", "/api/v1/tenants/acme", obj{"settings": obj{"traceContent": true}})
-	time.Sleep(150 * time.Millisecond) // the catalogue refresh
 	p.MCP(t, "acme", "tools/call", obj{"name": "echo", "arguments": obj{"msg": "argument-text"}})
 	spans := waitSpans(t, rec, 2, func(s sdktrace.ReadOnlySpan) bool { return serverSpans(s) && s.Name() == "tools/call echo" })
 	if _, ok := attrs(spans[0])["gen_ai.tool.call.arguments"]; ok {
@@ -506,8 +510,10 @@ func TestTheOTLPExporterDeliversLinkedSpansAndNoSecretIsEverExported(t *testing.
 		t.Fatal("the webhook did not see the answer")
 	}
 	assertFrozen(t, do(obj{"colour": accept("colour", "x")}, s1[:len(s1)-4]+"AAAA")) // a forged state
-	// Shutdown flushes the batch processor to the receiver.
-	time.Sleep(50 * time.Millisecond)
+	// Stopping the platform waits for every request, the spans ended
+	// after each answer included; Shutdown then flushes the batch
+	// processor to the receiver.
+	p.Stop()
 	if err := tel.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -595,7 +601,8 @@ func TestPrometheusMetricsAfterAKnownFlow(t *testing.T) {
 	h := newHook(t, answersHook)
 	bad := newHook(t, func(w http.ResponseWriter, _ *webhook.Request) { http.Error(w, "down", 500) })
 	// The platform builds its own telemetry, as in production.
-	p := platformtest.Start(t, platformtest.SQLiteURL(t), platformtest.WithConfig(func(c *config.Config) { c.MetricsToken = metricsToken }))
+	rounds, counted := countRounds()
+	p := platformtest.Start(t, platformtest.SQLiteURL(t), counted, platformtest.WithConfig(func(c *config.Config) { c.MetricsToken = metricsToken }))
 	p.Tenant(t, "acme")
 	h.setSecret(p.Tool(t, "acme", twoQuestionTool("order", h.URL)))
 	bad.setSecret(p.Tool(t, "acme", echoTool("echo", bad.URL)))
@@ -617,16 +624,7 @@ func TestPrometheusMetricsAfterAKnownFlow(t *testing.T) {
 	assertFrozen(t, call(t, p, "acme", "order", obj{"order": "o-2"}, obj{"colour": accept("colour", "red")}, s2, allCaps)) // binding
 	platformtest.Result(t, p.MCP(t, "acme", "tools/call", obj{"name": "echo", "arguments": obj{"msg": "x"}}))              // webhook 500
 	p.MCP(t, "ghost", "tools/list", nil)                                                                                   // unknown tenant
-	time.Sleep(50 * time.Millisecond)                                                                                      // the last span and metric are recorded after the answer
 
-	m := platformtest.Scrape(t, p.URL, metricsToken)
-	expect := func(name string, labels map[string]string, want float64) {
-		t.Helper()
-		got, ok := m.Value(name, labels)
-		if !ok || got != want {
-			t.Errorf("%s%v = %v (present %v), want %v", name, labels, got, ok, want)
-		}
-	}
 	acme := func(kv ...string) map[string]string {
 		l := map[string]string{"opsmcp_tenant": "acme"}
 		for i := 0; i+1 < len(kv); i += 2 {
@@ -634,10 +632,48 @@ func TestPrometheusMetricsAfterAKnownFlow(t *testing.T) {
 		}
 		return l
 	}
-	// mcp.server.operation.duration, with the conventions' buckets.
-	expect("mcp_server_operation_duration_seconds_count", acme("mcp_method_name", "tools/call"), 5)
-	expect("mcp_server_operation_duration_seconds_count", acme("mcp_method_name", "tools/call", "error_type", "tool_error"), 1)
-	expect("mcp_server_operation_duration_seconds_count", acme("mcp_method_name", "tools/call", "error_type", "-32602", "rpc_response_status_code", "-32602"), 1)
+	want := []struct {
+		name   string
+		labels map[string]string
+		value  float64
+	}{
+		// mcp.server.operation.duration, with the conventions' buckets.
+		{"mcp_server_operation_duration_seconds_count", acme("mcp_method_name", "tools/call"), 5},
+		{"mcp_server_operation_duration_seconds_count", acme("mcp_method_name", "tools/call", "error_type", "tool_error"), 1},
+		{"mcp_server_operation_duration_seconds_count", acme("mcp_method_name", "tools/call", "error_type", "-32602", "rpc_response_status_code", "-32602"), 1},
+		// The unknown tenant's request counts, with neither a tenant nor a
+		// method label (the request was never read).
+		{"mcp_server_operation_duration_seconds_count", map[string]string{"opsmcp_tenant": "", "mcp_method_name": "_OTHER", "error_type": "-32600"}, 1},
+		// Rounds by result type.
+		{"opsmcp_mrtr_rounds_total", acme("opsmcp_mrtr_result_type", "input_required"), 2},
+		{"opsmcp_mrtr_rounds_total", acme("opsmcp_mrtr_result_type", "complete"), 2}, // the flow's last round and the echo call
+		{"opsmcp_mrtr_rounds_total", acme("opsmcp_mrtr_result_type", "error"), 1},
+		// Flow duration and rounds per completed flow.
+		{"opsmcp_flow_rounds_count", acme("opsmcp_flow_outcome", "complete"), 1},
+		{"opsmcp_flow_rounds_sum", acme("opsmcp_flow_outcome", "complete"), 3},
+		{"opsmcp_flow_duration_seconds_count", acme("mcp_method_name", "tools/call"), 1},
+		// Rejections by reason.
+		{"opsmcp_state_rejections_total", acme("opsmcp_state_rejection_reason", "binding"), 1},
+		// Webhook duration and failures by class.
+		{"opsmcp_webhook_duration_seconds_count", acme("opsmcp_webhook_kind", "tool"), 2},
+		{"opsmcp_webhook_failures_total", acme("opsmcp_webhook_failure_class", "status"), 1},
+		// Key rings, through the callback the keys package registers.
+		{"opsmcp_keys_ring_age_seconds", acme(), 7200},
+		{"opsmcp_keys_rotation_phase", acme(), 1},
+		{"opsmcp_keys_ring_keys", acme(), 2},
+	}
+	// A round's metrics are recorded just after its answer is written,
+	// before the rounds reach the sinks behind telemetry: once all six
+	// have, every count is final.
+	for i := range 6 {
+		testwait.Recv(t, rounds, fmt.Sprintf("round %d to be recorded", i+1))
+	}
+	m := platformtest.Scrape(t, p.URL, metricsToken)
+	for _, w := range want {
+		if got, ok := m.Value(w.name, w.labels); !ok || got != w.value {
+			t.Errorf("%s%v = %v (present %v), want %v", w.name, w.labels, got, ok, w.value)
+		}
+	}
 	for _, le := range []string{"0.01", "0.02", "0.05", "0.1", "0.2", "0.5", "1", "2", "5", "10", "30", "60", "120", "300", "+Inf"} {
 		if _, ok := m.Value("mcp_server_operation_duration_seconds_bucket", map[string]string{"le": le}); !ok {
 			t.Errorf("no bucket le=%s", le)
@@ -648,23 +684,6 @@ func TestPrometheusMetricsAfterAKnownFlow(t *testing.T) {
 			t.Fatal("an unknown tenant became a label")
 		}
 	}
-	// Rounds by result type.
-	expect("opsmcp_mrtr_rounds_total", acme("opsmcp_mrtr_result_type", "input_required"), 2)
-	expect("opsmcp_mrtr_rounds_total", acme("opsmcp_mrtr_result_type", "complete"), 2) // the flow's last round and the echo call
-	expect("opsmcp_mrtr_rounds_total", acme("opsmcp_mrtr_result_type", "error"), 1)
-	// Flow duration and rounds per completed flow.
-	expect("opsmcp_flow_rounds_count", acme("opsmcp_flow_outcome", "complete"), 1)
-	expect("opsmcp_flow_rounds_sum", acme("opsmcp_flow_outcome", "complete"), 3)
-	expect("opsmcp_flow_duration_seconds_count", acme("mcp_method_name", "tools/call"), 1)
-	// Rejections by reason.
-	expect("opsmcp_state_rejections_total", acme("opsmcp_state_rejection_reason", "binding"), 1)
-	// Webhook duration and failures by class.
-	expect("opsmcp_webhook_duration_seconds_count", acme("opsmcp_webhook_kind", "tool"), 2)
-	expect("opsmcp_webhook_failures_total", acme("opsmcp_webhook_failure_class", "status"), 1)
-	// Key rings, through the callback the keys package registers.
-	expect("opsmcp_keys_ring_age_seconds", acme(), 7200)
-	expect("opsmcp_keys_rotation_phase", acme(), 1)
-	expect("opsmcp_keys_ring_keys", acme(), 2)
 	if _, ok := m.Value("target_info", map[string]string{"service_name": "opsmcp-platform", "service_version": "test"}); !ok {
 		t.Error("no target_info with the service's name and version")
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/opsmcp/platform/config"
 	"github.com/opsmcp/platform/internal/oidctest"
 	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/internal/testwait"
 	"github.com/opsmcp/platform/webhook"
 )
 
@@ -341,7 +342,7 @@ func inputRequired(t *testing.T, r *platformtest.Response) (map[string]any, stri
 func latestFlow(t *testing.T, p *platformtest.Platform, slug, state string) string {
 	t.Helper()
 	var id string
-	platformtest.Eventually(t, 10*time.Second, "no "+state+" flow of "+slug+" recorded", func() bool {
+	testwait.Until(t, "no "+state+" flow of "+slug+" recorded", func() bool {
 		items, _ := p.MustAdmin(t, 200, "GET", "/api/v1/tenants/"+slug+"/flows?state="+state+"&limit=1", nil)["items"].([]any)
 		if len(items) == 0 {
 			return false

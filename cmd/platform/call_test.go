@@ -17,6 +17,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/internal/testwait"
 	"github.com/opsmcp/platform/webhook"
 )
 
@@ -307,20 +308,23 @@ func newExpect(r io.Reader) *expect {
 
 func (e *expect) waitFor(t *testing.T, text string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	defer func() {
+		if t.Failed() {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			t.Logf("the terminal shows:\n%s", e.buf.String()[e.seen:])
+		}
+	}()
+	testwait.Until(t, fmt.Sprintf("the terminal shows %q", text), func() bool {
 		e.mu.Lock()
 		s := e.buf.String()
 		e.mu.Unlock()
 		if i := strings.Index(s[e.seen:], text); i >= 0 {
 			e.seen += i + len(text)
-			return
+			return true
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	t.Fatalf("the terminal never showed %q; it shows:\n%s", text, e.buf.String()[e.seen:])
+		return false
+	})
 }
 
 func TestCallAsksOnATerminalTypedFromTheRequestedSchema(t *testing.T) {
@@ -374,13 +378,8 @@ func TestCallAsksOnATerminalTypedFromTheRequestedSchema(t *testing.T) {
 	e.waitFor(t, "Reply (or d to decline): ")
 	typeLine("A fine green order")
 
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("exit %d; terminal:\n%s", code, e.buf.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("the call did not finish")
+	if code := testwait.Recv(t, done, "the call to finish"); code != 0 {
+		t.Fatalf("exit %d; terminal:\n%s", code, e.buf.String())
 	}
 	out := stdout.String()
 	for _, want := range []string{"login=accept:", `who=accept:{"age":36,"name":"Ada Lovelace"}`, `colour=accept:{"colour":"green"}`, `"text":"A fine green order"`} {
@@ -409,15 +408,10 @@ func TestCallOnATerminalCanDeclineAndCancel(t *testing.T) {
 	_, _ = ptmx.Write([]byte("d\r"))
 	e.waitFor(t, "Answer? [Enter] yes, d decline, c cancel: ")
 	_, _ = ptmx.Write([]byte("c\r"))
-	select {
-	case code := <-done:
-		// Decline and cancel are answers the webhook receives; a
-		// cancelled "who" means no colour question.
-		if code != 0 || stdout.String() != `args {"order":"o-2"}; login=decline:; who=cancel:`+"\n" {
-			t.Fatalf("exit %d; terminal:\n%s\nstdout %q", code, e.buf.String(), stdout.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("the call did not finish")
+	// Decline and cancel are answers the webhook receives; a cancelled
+	// "who" means no colour question.
+	if code := testwait.Recv(t, done, "the call to finish"); code != 0 || stdout.String() != `args {"order":"o-2"}; login=decline:; who=cancel:`+"\n" {
+		t.Fatalf("exit %d; terminal:\n%s\nstdout %q", code, e.buf.String(), stdout.String())
 	}
 }
 

@@ -373,18 +373,3 @@ func (p *Platform) Tool(t testing.TB, slug string, def map[string]any) string {
 	s, _ := m["webhookSecret"].(string)
 	return s
 }
-
-// Eventually polls cond every 20 ms until it holds, failing the test with
-// msg if it still does not after timeout. The timeout bounds a wait for
-// something asynchronous (a batch written, a replica's refresh); it is
-// not what the test asserts.
-func Eventually(t testing.TB, timeout time.Duration, msg string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal(msg)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
