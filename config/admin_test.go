@@ -26,9 +26,10 @@ func TestBootstrapTokenRules(t *testing.T) {
 		{"one character", map[string]string{"PLATFORM_BOOTSTRAP_TOKEN": "Q"}, "at least 32 characters"},
 		{"32 characters", map[string]string{"PLATFORM_BOOTSTRAP_TOKEN": long}, ""},
 		{"with an issuer", map[string]string{"PLATFORM_BOOTSTRAP_TOKEN": long, "PLATFORM_ADMIN_ISSUER": "https://id.example", "PLATFORM_ADMIN_CLIENT_ID": "c"}, "PLATFORM_KEEP_BOOTSTRAP_TOKEN=true"},
-		{"with an issuer, kept", map[string]string{"PLATFORM_BOOTSTRAP_TOKEN": long, "PLATFORM_ADMIN_ISSUER": "https://id.example", "PLATFORM_KEEP_BOOTSTRAP_TOKEN": "true"}, ""},
-		{"with an issuer, kept, short", map[string]string{"PLATFORM_BOOTSTRAP_TOKEN": "short", "PLATFORM_ADMIN_ISSUER": "https://id.example", "PLATFORM_KEEP_BOOTSTRAP_TOKEN": "true"}, "at least 32 characters"},
-		{"an issuer alone", map[string]string{"PLATFORM_ADMIN_ISSUER": "https://id.example"}, ""},
+		{"with an issuer, kept", map[string]string{"PLATFORM_BOOTSTRAP_TOKEN": long, "PLATFORM_ADMIN_ISSUER": "https://id.example", "PLATFORM_ADMIN_CLIENT_ID": "c", "PLATFORM_KEEP_BOOTSTRAP_TOKEN": "true"}, ""},
+		{"with an issuer, kept, short", map[string]string{"PLATFORM_BOOTSTRAP_TOKEN": "short", "PLATFORM_ADMIN_ISSUER": "https://id.example", "PLATFORM_ADMIN_CLIENT_ID": "c", "PLATFORM_KEEP_BOOTSTRAP_TOKEN": "true"}, "at least 32 characters"},
+		{"an issuer alone", map[string]string{"PLATFORM_ADMIN_ISSUER": "https://id.example", "PLATFORM_ADMIN_CLIENT_ID": "c"}, ""},
+		{"an issuer without a client", map[string]string{"PLATFORM_ADMIN_ISSUER": "https://id.example"}, "admin-issuer needs admin-client-id"},
 	} {
 		_, err := load(c.env)
 		switch {

@@ -226,8 +226,17 @@ func (c *Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("shutdown-timeout must be positive"))
 	}
-	if _, err := c.SecretKeys(); err != nil {
-		errs = append(errs, err)
+	for _, read := range []func() error{
+		func() error { _, err := c.SecretKeys(); return err },
+		func() error { _, err := c.StateKeySecrets(); return err },
+		func() error { _, err := c.SessionKey(); return err },
+	} {
+		if err := read(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.AdminIssuer != "" && c.AdminClientID == "" {
+		errs = append(errs, errors.New("admin-issuer needs admin-client-id"))
 	}
 	errs = append(errs, c.Keys.validate()...)
 	errs = append(errs, c.Flows.validate()...)
@@ -245,15 +254,41 @@ func (c *Config) Validate() error {
 func (c *Config) PrivateTargets() bool { return c.AllowPrivateTargets || c.AllowPrivateWebhooks }
 
 // SecretKeys decodes --secrets-keys: nil when unset.
-func (c *Config) SecretKeys() ([][]byte, error) {
-	if c.SecretsKeys == "" {
+func (c *Config) SecretKeys() ([][]byte, error) { return keyList("secrets-keys", c.SecretsKeys) }
+
+// StateKeySecrets decodes --state-keys, minting key first: nil when unset
+// (a random per-process key).
+func (c *Config) StateKeySecrets() ([][]byte, error) { return keyList("state-keys", c.StateKeys) }
+
+// SessionKey decodes --admin-session-key: nil when unset (a random key
+// per process).
+func (c *Config) SessionKey() ([]byte, error) {
+	keys, err := keyList("admin-session-key", c.AdminSessionKey)
+	if err != nil || keys == nil {
+		return nil, err
+	}
+	if len(keys) != 1 {
+		return nil, errors.New("admin-session-key: one key, not a list")
+	}
+	return keys[0], nil
+}
+
+// keyList decodes a setting holding comma-separated base64 keys (standard
+// or URL alphabet) of at least 32 bytes each: the one reader of every
+// key setting.
+func keyList(setting, value string) ([][]byte, error) {
+	if strings.TrimSpace(value) == "" {
 		return nil, nil
 	}
 	var out [][]byte
-	for i, k := range strings.Split(c.SecretsKeys, ",") {
-		b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(k))
+	for i, k := range strings.Split(value, ",") {
+		k = strings.TrimSpace(k)
+		b, err := base64.StdEncoding.DecodeString(k)
+		if err != nil {
+			b, err = base64.RawURLEncoding.DecodeString(k)
+		}
 		if err != nil || len(b) < 32 {
-			return nil, fmt.Errorf("secrets-keys: key %d must be base64 of at least 32 random bytes (openssl rand -base64 32)", i+1)
+			return nil, fmt.Errorf("%s: key %d must be base64 of at least 32 random bytes (openssl rand -base64 32)", setting, i+1)
 		}
 		out = append(out, b)
 	}

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -76,7 +75,7 @@ func (k *KeysConfig) validate() []error {
 	switch k.Provider {
 	case "static":
 	case "local":
-		if b, err := base64.StdEncoding.DecodeString(k.MasterKey); err != nil || len(b) < 32 {
+		if keys, err := keyList("keys-master-key", k.MasterKey); err != nil || len(keys) != 1 {
 			errs = append(errs, errors.New("keys-provider=local needs keys-master-key: base64 of at least 32 random bytes (openssl rand -base64 32)"))
 		}
 		if k.Custody != "aes" {

@@ -5,7 +5,6 @@ package server
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"log/slog"
 	"net"
@@ -99,46 +98,85 @@ func sealSecrets(ctx context.Context, cfg *config.Config, st *store.Store, log *
 	return nil
 }
 
-// New opens the database, migrates it when configured to, and builds the
-// handler. Close releases what it opened.
-func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version string, opts ...Option) (*Server, error) {
-	log = telemetry.Logger(log) // lines logged with a request's context carry its trace
+// settings are what New reads from the configuration, checked and
+// decoded before anything is opened.
+type settings struct {
+	proxies   []string
+	stateKeys [][]byte
+	signer    *auth.Signer
+}
+
+// check validates every setting and decodes what later steps need,
+// without side effects: a bad configuration fails before a database is
+// opened, a migration run or telemetry started.
+func check(cfg *config.Config) (*settings, error) {
 	// Load validates too; this also covers configurations built in code.
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	proxies, err := cfg.HTTP.Proxies()
+	var st settings
+	var err error
+	if st.proxies, err = cfg.HTTP.Proxies(); err != nil {
+		return nil, err
+	}
+	if st.stateKeys, err = cfg.StateKeySecrets(); err != nil {
+		return nil, err
+	}
+	key, err := cfg.SessionKey()
 	if err != nil {
 		return nil, err
 	}
+	if st.signer, err = auth.NewSigner(key); err != nil {
+		return nil, fmt.Errorf("admin-session-key: %w", err)
+	}
+	return &st, nil
+}
+
+// New checks the configuration, then opens the database, migrates it when
+// configured to, and builds the handler. Close releases what it opened;
+// if New fails, it has released everything itself. The caller's
+// configuration is not changed.
+func New(ctx context.Context, in *config.Config, log *slog.Logger, version string, opts ...Option) (_ *Server, err error) {
+	log = telemetry.Logger(log) // lines logged with a request's context carry its trace
+	cfg := *in
+	if cfg.PublicURL == "" {
+		cfg.PublicURL = "http://" + cfg.Listen
+	}
+	set, err := check(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	// undo releases, last first, what New opened when a later step fails.
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
 	st, err := store.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return nil, err
 	}
+	undo = append(undo, func() { st.Close() })
 	if err := st.DB().Use(telemetry.GormPlugin()); err != nil {
-		st.Close()
 		return nil, err
 	}
 	if cfg.Migrate {
 		n, err := st.Migrate(ctx)
 		if err != nil {
-			st.Close()
 			return nil, err
 		}
 		if n > 0 {
 			log.Info("migrations applied", "count", n, "dialect", st.Dialect())
 		}
 	}
-	if err := sealSecrets(ctx, cfg, st, log); err != nil {
-		st.Close()
+	if err := sealSecrets(ctx, &cfg, st, log); err != nil {
 		return nil, err
 	}
-	if cfg.PublicURL == "" {
-		cfg.PublicURL = "http://" + cfg.Listen
-	}
-	km, err := newKeys(cfg, st, log)
+	km, err := newKeys(&cfg, st, log)
 	if err != nil {
-		st.Close()
 		return nil, err
 	}
 	topts := tenants.Options{
@@ -149,7 +187,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		AllowPrivateTargets: cfg.PrivateTargets(),
 		WebhookMaxResponse:  cfg.WebhookMaxResponse,
 		Refresh:             cfg.CatalogueRefresh,
-		StateKeys:           cfg.StateKeys,
+		StateKeys:           set.stateKeys,
 		Keys:                keyRings(km),
 		Version:             version,
 		// Discovery and JWKS fetches dial through the same egress policy as
@@ -165,33 +203,31 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	}
 	tel, ownTel := topts.Telemetry, topts.Telemetry == nil
 	if ownTel {
-		tel, err = telemetry.Setup(ctx, telemetry.Config{Version: version, Prometheus: cfg.Metrics, Logger: log, SetGlobal: true})
-		if err != nil {
-			st.Close()
+		if tel, err = telemetry.Setup(ctx, telemetry.Config{Version: version, Prometheus: cfg.Metrics, Logger: log, SetGlobal: true}); err != nil {
 			return nil, err
 		}
 		topts.Telemetry = tel
+		undo = append(undo, func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = tel.Shutdown(sctx)
+		})
 	}
-	fl := startFlows(ctx, cfg, st, log, tel)
+	fl := startFlows(ctx, &cfg, st, log, tel)
+	undo = append(undo, fl.close)
 	if cfg.Flows.Record {
 		topts.Sinks = append(topts.Sinks, fl.recorder)
 	}
 	reg, err := tenants.New(ctx, topts)
 	if err != nil {
-		fl.close()
-		if ownTel {
-			_ = tel.Shutdown(ctx)
-		}
-		st.Close()
 		return nil, err
 	}
+	undo = append(undo, reg.Close)
 	fl.service.Revoker = reg
-	s := &Server{cfg: cfg, log: log, store: st, endpoint: reg, tel: tel, ownTel: ownTel, flows: fl}
-	s.keys = km
+	s := &Server{cfg: &cfg, log: log, store: st, endpoint: reg, tel: tel, ownTel: ownTel, flows: fl, keys: km}
 	if cfg.BootstrapToken == "" && cfg.AdminIssuer == "" {
 		log.Warn("no admin credential configured: the admin API refuses every request (set PLATFORM_ADMIN_ISSUER or, for a first start, PLATFORM_BOOTSTRAP_TOKEN)")
 	}
-
 	if cfg.BootstrapToken != "" && cfg.AdminIssuer != "" {
 		log.Warn("the bootstrap token is kept although admins sign in through the admin issuer (keep-bootstrap-token): remove it once API tokens are in place")
 	}
@@ -204,8 +240,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	// X-Forwarded-For that is not itself a trusted proxy. X-Real-IP and
 	// Forwarded are never believed (a proxy that sets only those would
 	// pass a client's own X-Forwarded-For through).
-	if err := r.SetTrustedProxies(proxies); err != nil {
-		s.Close()
+	if err := r.SetTrustedProxies(set.proxies); err != nil {
 		return nil, fmt.Errorf("trusted-proxies: %w", err)
 	}
 	r.RemoteIPHeaders = []string{"X-Forwarded-For"}
@@ -213,28 +248,18 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	if cfg.HTTP.TrustsEveryone() {
 		log.Warn("trusted-proxies covers every address: any client can choose the address the audit log records for it")
 	}
-	signer, login, err := adminLogin(cfg, st, log)
-	if err != nil {
-		reg.Close()
-		fl.close()
-		st.Close()
-		return nil, err
-	}
-	if login != nil {
+	if login := adminLogin(&cfg, set.signer, st, log); login != nil {
 		r.GET("/admin/login", gin.WrapF(login.Start))
 		r.GET("/admin/callback", gin.WrapF(login.Callback))
 		r.POST("/admin/logout", gin.WrapF(login.Logout))
 	}
 	if err := mountUI(r); err != nil {
-		reg.Close()
-		fl.close()
-		st.Close()
 		return nil, err
 	}
 	api.Register(r, api.Options{
 		Store: st,
 		Auth: api.Chain{
-			api.SessionAuth{Signer: signer, Secure: secureCookies(cfg), Origin: publicOrigin(cfg), Ended: st.SessionEnded},
+			api.SessionAuth{Signer: set.signer, Secure: secureCookies(&cfg), Origin: publicOrigin(&cfg), Ended: st.SessionEnded},
 			api.TokenAuth{Store: st},
 			api.NewBootstrapToken(cfg.BootstrapToken),
 		},
@@ -270,46 +295,31 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	s.handler = r
 	if s.metricsHandler != nil {
 		if s.metricsLn, err = net.Listen("tcp", cfg.HTTP.MetricsListen); err != nil {
-			s.Close()
 			return nil, fmt.Errorf("metrics-listen: %w", err)
 		}
 	}
 	if s.unreport, err = reportKeyRings(tel, km, reg); err != nil {
 		// Telemetry never stops serving: the replica runs without the gauges.
 		log.Warn("key ring gauges unavailable", "err", err)
+		err = nil
 	}
 	km.Start()
 	return s, nil
 }
 
-// adminLogin builds the session signer and, when an admin issuer is
-// configured, the OIDC sign-in.
-func adminLogin(cfg *config.Config, st *store.Store, log *slog.Logger) (*auth.Signer, *auth.AdminLogin, error) {
-	var key []byte
-	if cfg.AdminSessionKey != "" {
-		k, err := base64.StdEncoding.DecodeString(cfg.AdminSessionKey)
-		if err != nil {
-			return nil, nil, fmt.Errorf("admin-session-key: not base64")
-		}
-		key = k
-	}
-	signer, err := auth.NewSigner(key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("admin-session-key: %w", err)
-	}
+// adminLogin is the OIDC sign-in of the admin UI, when an admin issuer
+// is configured (check has validated its settings).
+func adminLogin(cfg *config.Config, signer *auth.Signer, st *store.Store, log *slog.Logger) *auth.AdminLogin {
 	if cfg.AdminIssuer == "" {
-		return signer, nil, nil
-	}
-	if cfg.AdminClientID == "" {
-		return nil, nil, fmt.Errorf("admin-issuer needs admin-client-id")
+		return nil
 	}
 	base := strings.TrimSuffix(cfg.PublicURL, "/")
-	return signer, &auth.AdminLogin{
+	return &auth.AdminLogin{
 		Issuer: cfg.AdminIssuer, ClientID: cfg.AdminClientID, ClientSecret: cfg.AdminClientSecret,
 		RedirectURL: base + "/admin/callback", RolesClaim: cfg.AdminRolesClaim, AfterLogin: base + "/admin/",
 		Signer: signer, Secure: secureCookies(cfg), Logger: log, PublicOrigin: publicOrigin(cfg),
 		BindTenants: api.BindTenants(st), EndSession: st.EndSession,
-	}, nil
+	}
 }
 
 // secureCookies says whether the platform is reached over HTTPS, so its

@@ -39,9 +39,9 @@ type Options struct {
 	// Refresh is how often catalogue changes and flow cancellations made
 	// by other replicas are picked up.
 	Refresh time.Duration
-	// StateKeys are base64 request-state secrets, comma-separated, minting
-	// key first; empty means a random per-process key.
-	StateKeys string
+	// StateKeys are the shared request-state secrets, minting key first;
+	// none means a random per-process key.
+	StateKeys [][]byte
 	// Version is reported in serverInfo.
 	Version string
 	// Verifier checks bearer tokens; nil means a default verifier.

@@ -2,9 +2,7 @@ package tenants
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -26,24 +24,12 @@ type staticRings struct{ ring *mrtr.Ring }
 
 func (s staticRings) Codec(context.Context, string) (mrtr.Codec, error) { return s.ring, nil }
 
-// ringFromConfig builds the key ring from comma-separated base64 secrets,
-// or a random per-process ring when none are given (a single replica, or
-// a test; several replicas must share configured keys).
-func ringFromConfig(keys string) (*mrtr.Ring, error) {
-	if strings.TrimSpace(keys) == "" {
+// ringFromConfig builds the shared key ring from the configured secrets,
+// minting key first, or a random per-process ring when none are given (a
+// single replica, or a test; several replicas must share configured keys).
+func ringFromConfig(secrets [][]byte) (*mrtr.Ring, error) {
+	if len(secrets) == 0 {
 		return mrtr.Ephemeral(), nil
-	}
-	var secrets [][]byte
-	for i, k := range strings.Split(keys, ",") {
-		k = strings.TrimSpace(k)
-		b, err := base64.StdEncoding.DecodeString(k)
-		if err != nil {
-			b, err = base64.RawURLEncoding.DecodeString(k)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("state-keys: key %d is not base64", i+1)
-		}
-		secrets = append(secrets, b)
 	}
 	ring, err := mrtr.NewRing(secrets...)
 	if err != nil {
