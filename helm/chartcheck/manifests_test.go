@@ -297,7 +297,8 @@ func checkNoPlainSecrets(t *testing.T, what string, spec *corev1.PodSpec) {
 	}
 	for _, c := range append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...) {
 		for _, e := range c.Env {
-			if !listed[e.Name] && (!secretLike.MatchString(e.Name) || strings.HasSuffix(e.Name, "_FILE")) {
+			// _FILE settings name a mounted file; KEEP_ settings are switches.
+			if !listed[e.Name] && (!secretLike.MatchString(e.Name) || strings.HasSuffix(e.Name, "_FILE") || strings.Contains(e.Name, "_KEEP_")) {
 				continue
 			}
 			if e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {

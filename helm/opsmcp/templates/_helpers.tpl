@@ -153,6 +153,9 @@ reference. Built as YAML so the Deployment can check extraEnv against it.
 {{- include "opsmcp.secretEnv" (list "PLATFORM_SECRETS_KEYS" $v.secretsKeys) }}
 {{- include "opsmcp.secretEnv" (list "PLATFORM_BOOTSTRAP_TOKEN" $v.bootstrapToken) }}
 {{- include "opsmcp.plainEnv" (list "PLATFORM_ADMIN_ISSUER" $v.admin.issuer) }}
+{{- if $v.admin.keepBootstrapToken }}
+{{- include "opsmcp.plainEnv" (list "PLATFORM_KEEP_BOOTSTRAP_TOKEN" "true") }}
+{{- end }}
 {{- include "opsmcp.plainEnv" (list "PLATFORM_ADMIN_CLIENT_ID" $v.admin.clientID) }}
 {{- include "opsmcp.plainEnv" (list "PLATFORM_ADMIN_ROLES_CLAIM" $v.admin.rolesClaim) }}
 {{- include "opsmcp.secretEnv" (list "PLATFORM_ADMIN_CLIENT_SECRET" $v.admin.clientSecret) }}
