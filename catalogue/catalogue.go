@@ -71,6 +71,17 @@ type Tool struct {
 	Inputs json.RawMessage `json:"inputs,omitempty"`
 	// Scopes a caller's token must carry to call the tool.
 	Scopes []string `json:"scopes,omitempty"`
+	// SingleUse makes each request state of the tool's flows good for one
+	// webhook call, fleet-wide: a replayed round is refused instead of
+	// running the tool twice. Tools with annotations.destructiveHint are
+	// single-use whatever this says.
+	SingleUse bool `json:"singleUse,omitempty"`
+}
+
+// OnceOnly reports whether each request state of t's flows is consumed by
+// the round that calls its webhook.
+func (t *Tool) OnceOnly() bool {
+	return t.SingleUse || (t.Annotations != nil && t.Annotations.DestructiveHint != nil && *t.Annotations.DestructiveHint)
 }
 
 // PromptArgument is one argument a prompt takes.

@@ -129,6 +129,7 @@ func New(ctx context.Context, opts Options) (*Endpoint, error) {
 	}
 	e.sinks = append(sinks{e.tel}, opts.Sinks...)
 	e.flows.running = e.sinks.running
+	e.flows.consume = opts.Store.ConsumeState
 	if u, err := url.Parse(opts.PublicURL); err == nil {
 		e.publicHost = u.Host
 	}
@@ -157,10 +158,17 @@ func (e *Endpoint) refresh(ctx context.Context) {
 	defer close(e.done)
 	t := time.NewTicker(e.opts.Refresh)
 	defer t.Stop()
+	prune := time.NewTicker(time.Minute)
+	defer prune.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-prune.C:
+			if err := e.opts.Store.PruneConsumedStates(ctx, time.Now()); err != nil && ctx.Err() == nil {
+				e.log.Warn("pruning consumed request states failed", "err", err)
+			}
+			continue
 		case <-t.C:
 		}
 		e.catalogues.refreshAll(ctx)

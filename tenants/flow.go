@@ -15,6 +15,7 @@ import (
 
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
+	"github.com/opsmcp/platform/store"
 	"github.com/opsmcp/platform/telemetry"
 	"github.com/opsmcp/platform/webhook"
 )
@@ -32,6 +33,9 @@ type flowEngine struct {
 	log      *slog.Logger
 	// running is told when a round of a flow calls the webhook.
 	running func(ctx context.Context, rd *Round)
+	// consume records, fleet-wide, that a round used its request state
+	// (store.ConsumeState): a second use is store.ErrConsumed.
+	consume func(ctx context.Context, tenantID, flowID string, round int, expires time.Time) error
 }
 
 // events receives what happens while a round calls the webhook; the
@@ -53,6 +57,9 @@ type flow struct {
 	state  platformState
 	// served is the server time of the flow's earlier rounds.
 	served time.Duration
+	// stateExpires is when the inbound state stops verifying (zero for a
+	// fresh flow).
+	stateExpires time.Time
 }
 
 // platformState is the platform's own part of a sealed state, besides
@@ -117,6 +124,11 @@ func (f *flowEngine) run(ctx context.Context, c *call, rd *Round, ev events) ans
 		answers = make(map[string]webhook.Answer, len(res.Answers))
 		for k, a := range res.Answers {
 			answers[k] = webhook.Answer{Action: a.Action, Content: a.Content}
+		}
+	}
+	if t.onceOnly && fl.number > 1 {
+		if a, ok := f.useOnce(ctx, c, fl, rd); !ok {
+			return a
 		}
 	}
 	resp, we := f.deliver(ctx, c, t, fl, answers, hookResponses, rd, ev)
@@ -206,6 +218,8 @@ func (f *flowEngine) open(ctx context.Context, sealer *roundSealer, c *call, b m
 		number: claims.Round + 1,
 		start:  claims.FlowStart,
 		record: mrtr.DecodeRecord(claims.Resolver),
+
+		stateExpires: claims.Expiry,
 	}
 	if len(claims.State) > 0 && json.Unmarshal(claims.State, &fl.state) != nil {
 		// The platform sealed this itself, so this cannot happen short of
@@ -219,6 +233,24 @@ func (f *flowEngine) open(ctx context.Context, sealer *roundSealer, c *call, b m
 	}
 	rd.StateIn = StateCheck{Outcome: StateVerified, KeyID: claims.KeyID, Parent: claims.Parent}
 	return fl, answer{}
+}
+
+// useOnce consumes the round's request state before a single-use tool's
+// webhook runs: a replay of the round, on any replica, then gets the
+// frozen rejection instead of running the tool again. When the record of
+// uses cannot be written the tool does not run either.
+func (f *flowEngine) useOnce(ctx context.Context, c *call, fl *flow, rd *Round) (answer, bool) {
+	err := f.consume(ctx, c.snap.tenantID, fl.id, fl.number, fl.stateExpires)
+	switch {
+	case err == nil:
+		return answer{}, true
+	case errors.Is(err, store.ErrConsumed):
+		f.log.WarnContext(ctx, "requestState rejected", "tenant", c.snap.slug, "method", c.method, "reason", "replayed")
+		rd.StateIn = StateCheck{Outcome: StateRejected, Reason: "replayed", KeyID: rd.StateIn.KeyID}
+		return failed(errInvalidState()), false
+	}
+	f.log.ErrorContext(ctx, "a single-use round could not be recorded; the tool did not run", "tenant", c.snap.slug, "err", err)
+	return failed(newError(http.StatusServiceUnavailable, mcp.CodeInternalError, "The call could not be recorded as used once; try again shortly", nil)), false
 }
 
 // rejectionReason is the reason a state was refused, for logs and spans.

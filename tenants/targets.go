@@ -21,7 +21,10 @@ import (
 // target is what a carrier request runs: the declared inputs to gather
 // and the webhook that answers once they are in.
 type target struct {
-	kind    string // webhook.KindTool, KindPrompt or KindResource
+	// onceOnly consumes the request state of a round that calls the
+	// webhook (single-use and destructive tools).
+	onceOnly bool
+	kind     string // webhook.KindTool, KindPrompt or KindResource
 	name    string
 	inputs  *mrtr.Inputs
 	handler *catalogue.Handler
@@ -71,7 +74,7 @@ func toolTarget(c *call) (*target, answer) {
 	if msg := validateArgs(tool.schema, args); msg != "" {
 		return nil, toolFailed(toolError(c.snap, "Invalid arguments: "+msg))
 	}
-	return &target{kind: webhook.KindTool, name: tool.def.Name, inputs: tool.declared,
+	return &target{kind: webhook.KindTool, name: tool.def.Name, inputs: tool.declared, onceOnly: tool.def.OnceOnly(),
 		handler: tool.def.Handler, secret: tool.secret, args: args}, answer{}
 }
 
