@@ -85,6 +85,8 @@ type Options struct {
 	Auth  Authenticator
 	// MaxBodyBytes caps request bodies; 0 means 1 MiB.
 	MaxBodyBytes int64
+	// CatalogueItems bounds a tenant's catalogue items; 0 means no limit.
+	CatalogueItems int
 	// PublicURL is the platform's external base URL, used to show each
 	// tenant's endpoint.
 	PublicURL string
@@ -214,6 +216,8 @@ func (s *Server) storeProblem(c *gin.Context, err error) {
 		writeProblem(c, probSlugRetired.with(err.Error()+`; to give it to a new tenant anyway, set "reuseRetiredSlug": true`))
 	case errors.Is(err, store.ErrConflict):
 		writeProblem(c, probConflict.with(err.Error()))
+	case errors.Is(err, store.ErrQuota):
+		writeProblem(c, probQuota.with(err.Error()+"; delete items first, or ask the operator to raise the limit"))
 	case errors.Is(err, store.ErrVersionMismatch):
 		writeProblem(c, probPrecondition.with(err.Error()+"; fetch it again and retry with the current version"))
 	case errors.Is(err, context.Canceled):

@@ -131,7 +131,7 @@ func (h itemHandlers) create(c *gin.Context) {
 		secret = catalogue.NewWebhookSecret()
 		it.WebhookSecret = &secret
 	}
-	if err := h.s.opts.Store.CreateItem(c.Request.Context(), c.Param("slug"), it); err != nil {
+	if err := h.s.opts.Store.CreateItem(c.Request.Context(), c.Param("slug"), it, h.s.opts.CatalogueItems); err != nil {
 		h.s.storeProblem(c, err)
 		return
 	}

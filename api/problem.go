@@ -48,6 +48,7 @@ var (
 	probUnauthorized = problemKind{"unauthorized", "Unauthorized", http.StatusUnauthorized}
 	probForbidden    = problemKind{"forbidden", "Forbidden", http.StatusForbidden}
 	probInternal     = problemKind{"internal", "Internal error", http.StatusInternalServerError}
+	probQuota        = problemKind{"quota-exceeded", "Quota exceeded", http.StatusConflict}
 )
 
 type problemKind struct {

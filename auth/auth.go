@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // Principal is a verified caller.
@@ -20,6 +21,9 @@ type Principal struct {
 	Subject string // empty for a machine principal
 	Client  string
 	Scopes  []string
+	// Expires is when the token that proved the principal expires: a
+	// long-lived stream it opened ends then.
+	Expires time.Time
 }
 
 // Machine reports whether the principal is a client acting for itself

@@ -222,7 +222,7 @@ func (v *Verifier) Verify(ctx context.Context, raw string, cfg Config, resource 
 	if err := tok.Claims(&claims); err != nil {
 		return nil, refuse("malformed")
 	}
-	p := &Principal{Issuer: tok.Issuer, Subject: tok.Subject}
+	p := &Principal{Issuer: tok.Issuer, Subject: tok.Subject, Expires: tok.Expiry}
 	switch is.ClientClaim {
 	case "azp":
 		p.Client = claims.AZP

@@ -25,6 +25,9 @@ type compiledInput struct {
 
 // compileInputs validates inputs and prepares them for Resolve.
 func compileInputs(inputs []Input) ([]compiledInput, error) {
+	if len(inputs) > MaxInputs {
+		return nil, newInputError("inputs", fmt.Sprintf("at most %d inputs may be declared, not %d", MaxInputs, len(inputs)))
+	}
 	out := make([]compiledInput, len(inputs))
 	index := make(map[string]int, len(inputs))
 	for i := range inputs {

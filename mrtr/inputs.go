@@ -23,6 +23,10 @@ const (
 // may declare them.
 const ActionUnsupported = "unsupported"
 
+// MaxInputs bounds the inputs one tool, prompt or template declares, so
+// every round's questions (and a request's answers) are bounded too.
+const MaxInputs = 32
+
 // RecordVersion is the version of the Record format this package writes.
 // A record of any other version is treated as no progress.
 const RecordVersion = 1

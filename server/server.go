@@ -188,6 +188,9 @@ func New(ctx context.Context, in *config.Config, log *slog.Logger, version strin
 		WebhookMaxResponse:  cfg.WebhookMaxResponse,
 		Refresh:             cfg.CatalogueRefresh,
 		StateKeys:           set.stateKeys,
+		StreamMaxLifetime:   cfg.Limits.StreamMaxLifetime,
+		StreamsPerTenant:    cfg.Limits.StreamsPerTenant,
+		StreamsPerPrincipal: cfg.Limits.StreamsPerPrincipal,
 		Keys:                keyRings(km),
 		Version:             version,
 		// Discovery and JWKS fetches dial through the same egress policy as
@@ -263,13 +266,14 @@ func New(ctx context.Context, in *config.Config, log *slog.Logger, version strin
 			api.TokenAuth{Store: st},
 			api.NewBootstrapToken(cfg.BootstrapToken),
 		},
-		MaxBodyBytes: cfg.MaxBodyBytes,
-		PublicURL:    cfg.PublicURL,
-		Logger:       log,
-		Changed:      reg.Invalidate,
-		Flows:        fl.service,
-		TraceURL:     cfg.Flows.TraceURL,
-		Keys:         keyAdmin(km),
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		CatalogueItems: cfg.Limits.CatalogueItems,
+		PublicURL:      cfg.PublicURL,
+		Logger:         log,
+		Changed:        reg.Invalidate,
+		Flows:          fl.service,
+		TraceURL:       cfg.Flows.TraceURL,
+		Keys:           keyAdmin(km),
 	})
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", s.ready)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -32,12 +33,32 @@ func (s *Store) withTenant(ctx context.Context, slug string, bump bool, fn func(
 	})
 }
 
-// CreateItem adds a catalogue item to the tenant.
-func (s *Store) CreateItem(ctx context.Context, slug string, it *Item) error {
+// ErrQuota means a tenant is at a limit of what it may hold.
+var ErrQuota = errors.New("quota reached")
+
+// CreateItem adds a catalogue item to the tenant, unless the tenant
+// already holds limit items (0: no limit), which is ErrQuota. Creations
+// for one tenant are serialised on its row (its catalogue version is
+// bumped first), so concurrent ones cannot pass the limit together.
+func (s *Store) CreateItem(ctx context.Context, slug string, it *Item, limit int) error {
 	now := time.Now().UTC()
 	it.ID, it.Version, it.CreatedAt, it.UpdatedAt = newID("ci"), 1, now, now
 	return s.withTenant(ctx, slug, true, func(tx *gorm.DB, t *Tenant) error {
 		it.TenantID = t.ID
+		if limit > 0 {
+			// Lock the tenant's row before counting (the bump that follows
+			// writes it anyway).
+			if err := tx.Model(&Tenant{}).Where("id = ?", t.ID).Update("catalogue_version", gorm.Expr("catalogue_version")).Error; err != nil {
+				return fmt.Errorf("lock tenant %q: %w", slug, err)
+			}
+			var n int64
+			if err := tx.Model(&Item{}).Where("tenant_id = ?", t.ID).Count(&n).Error; err != nil {
+				return fmt.Errorf("count catalogue items: %w", err)
+			}
+			if n >= int64(limit) {
+				return fmt.Errorf("tenant %q holds %d catalogue items, its limit (max-catalogue-items): %w", slug, n, ErrQuota)
+			}
+		}
 		row := *it
 		row.WebhookSecret = s.sealForWrite(it.ID, it.WebhookSecret)
 		if err := tx.Create(&row).Error; err != nil {

@@ -68,7 +68,7 @@ func secretOf(t *testing.T, st *store.Store, slug, name string) string {
 func addTool(t *testing.T, st *store.Store, slug, name, secret string) *store.Item {
 	t.Helper()
 	it := &store.Item{Kind: "tool", Name: name, Spec: `{"name":"` + name + `"}`, WebhookSecret: &secret}
-	if err := st.CreateItem(context.Background(), slug, it); err != nil {
+	if err := st.CreateItem(context.Background(), slug, it, 0); err != nil {
 		t.Fatal(err)
 	}
 	return it

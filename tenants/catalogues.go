@@ -116,10 +116,14 @@ func (cs *catalogues) load(ctx context.Context, slug string) (*snapshot, error) 
 	c, err := cs.store.LoadCatalogue(ctx, slug)
 	if errors.Is(err, store.ErrNotFound) {
 		cs.mu.Lock()
+		_, was := cs.cache[slug]
 		delete(cs.cache, slug)
 		delete(cs.failed, slug)
 		cs.missing[slug] = true
 		cs.mu.Unlock()
+		if was {
+			cs.changed(slug, everything)
+		}
 		return nil, nil
 	}
 	if err != nil {
@@ -216,7 +220,7 @@ func (cs *catalogues) refreshAll(ctx context.Context) {
 	}
 	cs.mu.Unlock()
 	for _, slug := range gone {
-		cs.changed(slug, listChanges{tools: true, prompts: true, resources: true})
+		cs.changed(slug, everything)
 	}
 	for _, slug := range stale {
 		if _, err := cs.load(ctx, slug); err != nil && ctx.Err() == nil {

@@ -56,6 +56,12 @@ type Options struct {
 	Telemetry *telemetry.Telemetry
 	// Sinks receive every round after telemetry (the flow recorder).
 	Sinks []RoundSink
+	// StreamMaxLifetime ends a long-lived stream (subscriptions/listen)
+	// after this long, and earlier when its caller's token expires
+	// (default 1 h). StreamsPerTenant and StreamsPerPrincipal bound the
+	// streams open at once on this replica (defaults 1000 and 20).
+	StreamMaxLifetime                     time.Duration
+	StreamsPerTenant, StreamsPerPrincipal int
 }
 
 // Endpoint serves every tenant's MCP endpoint, POST /t/{slug}/mcp, at
@@ -100,6 +106,15 @@ func New(ctx context.Context, opts Options) (*Endpoint, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
+	if opts.StreamMaxLifetime <= 0 {
+		opts.StreamMaxLifetime = time.Hour
+	}
+	if opts.StreamsPerTenant <= 0 {
+		opts.StreamsPerTenant = 1000
+	}
+	if opts.StreamsPerPrincipal <= 0 {
+		opts.StreamsPerPrincipal = 20
+	}
 	if opts.Verifier == nil {
 		opts.Verifier = auth.NewVerifier(auth.VerifierOptions{Egress: egress.Policy{AllowPrivate: opts.AllowPrivateTargets}})
 	}
@@ -115,7 +130,7 @@ func New(ctx context.Context, opts Options) (*Endpoint, error) {
 	e := &Endpoint{
 		opts:     opts,
 		log:      log,
-		hub:      newHub(),
+		hub:      newHub(opts.StreamsPerTenant, opts.StreamsPerPrincipal),
 		revoked:  &revocations{},
 		verifier: opts.Verifier,
 		tel:      roundTelemetry{tel: opts.Telemetry},

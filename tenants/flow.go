@@ -429,8 +429,14 @@ func splitResponses(all map[string]json.RawMessage, asked []string) (declared, h
 	return declared, hook
 }
 
+// maxInputResponses bounds the answers one request may carry: no round
+// asks more than mrtr.MaxInputs declared questions plus as many of a
+// webhook's own.
+const maxInputResponses = 2 * mrtr.MaxInputs
+
 // parseResponses reads params.inputResponses: absent is none; anything
-// but an object (null included) is invalid params.
+// but an object (null included), or more answers than any round asks, is
+// invalid params.
 func parseResponses(raw json.RawMessage) (map[string]json.RawMessage, *rpcError) {
 	if len(raw) == 0 {
 		return nil, nil
@@ -439,6 +445,9 @@ func parseResponses(raw json.RawMessage) (map[string]json.RawMessage, *rpcError)
 	if raw[0] != '{' || json.Unmarshal(raw, &m) != nil {
 		return nil, errInvalidParams("Invalid params: inputResponses must be an object")
 	}
+	if len(m) > maxInputResponses {
+		return nil, errInvalidParams(fmt.Sprintf("Invalid params: inputResponses holds %d answers; a request carries at most %d", len(m), maxInputResponses))
+	}
 	return m, nil
 }
 
@@ -446,6 +455,9 @@ func parseResponses(raw json.RawMessage) (map[string]json.RawMessage, *rpcError)
 // them into wire input requests under the webhook's key namespace. A
 // request the client's capabilities do not allow is -32021.
 func webhookInputs(reqs map[string]json.RawMessage, caps mrtr.ClientCapabilities) (map[string]mrtr.InputRequest, []string, *rpcError, error) {
+	if len(reqs) > mrtr.MaxInputs {
+		return nil, nil, nil, fmt.Errorf("%d input requests in one answer; at most %d", len(reqs), mrtr.MaxInputs)
+	}
 	out := make(map[string]mrtr.InputRequest, len(reqs))
 	keys := make([]string, 0, len(reqs))
 	for k, raw := range reqs {

@@ -6,19 +6,31 @@ import (
 	"sync"
 )
 
-// listChanges says which lists of a tenant changed.
+// listChanges says which lists of a tenant changed, and whether the
+// tenant itself did (its settings, disabled, deleted): then every stream
+// re-checks it may go on.
 type listChanges struct {
 	tools, prompts, resources bool
+	tenant                    bool
 }
 
-func (c listChanges) any() bool { return c.tools || c.prompts || c.resources }
+// everything is the change of a tenant that is gone.
+var everything = listChanges{tools: true, prompts: true, resources: true, tenant: true}
 
-// changes compares two snapshots' rendered lists.
+func (c listChanges) any() bool { return c.tools || c.prompts || c.resources || c.tenant }
+
+func (c listChanges) merge(o listChanges) listChanges {
+	return listChanges{c.tools || o.tools, c.prompts || o.prompts, c.resources || o.resources, c.tenant || o.tenant}
+}
+
+// changes compares two snapshots' rendered lists; any new snapshot is a
+// change of the tenant for the streams to re-check.
 func changes(old, cur *snapshot) listChanges {
 	return listChanges{
 		tools:     !sameList(old.toolList, cur.toolList),
 		prompts:   !sameList(old.promptLst, cur.promptLst),
 		resources: !sameList(old.resList, cur.resList) || !sameList(old.tmplList, cur.tmplList),
+		tenant:    true,
 	}
 }
 
@@ -34,37 +46,65 @@ func sameList(a, b []json.RawMessage) bool {
 	return true
 }
 
-// hub fans catalogue changes out to open subscriptions/listen streams.
+// hub fans catalogue changes out to open subscriptions/listen streams,
+// and bounds how many a tenant, and a principal of it, may hold.
 type hub struct {
+	perTenant, perPrincipal int
+
 	mu     sync.Mutex
 	subs   map[string]map[chan listChanges]struct{}
+	held   map[string]int // streams per tenant slug + "\x00" + principal binding
 	closed bool
 }
 
-func newHub() *hub { return &hub{subs: map[string]map[chan listChanges]struct{}{}} }
+func newHub(perTenant, perPrincipal int) *hub {
+	return &hub{perTenant: perTenant, perPrincipal: perPrincipal, subs: map[string]map[chan listChanges]struct{}{}, held: map[string]int{}}
+}
 
-// subscribe returns a channel of changes for slug; it is closed when the
-// hub closes. cancel unsubscribes.
-func (h *hub) subscribe(slug string) (ch chan listChanges, cancel func()) {
+// errTooManyStreams is a subscription over a tenant's or a principal's
+// limit of open streams.
+type errTooManyStreams struct{ whose string }
+
+func (e errTooManyStreams) Error() string { return "too many open streams for this " + e.whose }
+
+// subscribe returns a channel of changes for slug, held by principal (its
+// binding, "" for none); it is closed when the hub closes. cancel
+// unsubscribes. A tenant or principal at its limit of open streams gets
+// errTooManyStreams.
+func (h *hub) subscribe(slug, principal string) (ch chan listChanges, cancel func(), err error) {
 	ch = make(chan listChanges, 8)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		close(ch)
-		return ch, func() {}
+		return ch, func() {}, nil
+	}
+	byPrincipal := slug + "\x00" + principal
+	switch {
+	case len(h.subs[slug]) >= h.perTenant:
+		return nil, nil, errTooManyStreams{"tenant"}
+	case principal != "" && h.held[byPrincipal] >= h.perPrincipal:
+		return nil, nil, errTooManyStreams{"principal"}
 	}
 	if h.subs[slug] == nil {
 		h.subs[slug] = map[chan listChanges]struct{}{}
 	}
 	h.subs[slug][ch] = struct{}{}
+	h.held[byPrincipal]++
 	return ch, func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if _, ok := h.subs[slug][ch]; ok {
 			delete(h.subs[slug], ch)
+			if len(h.subs[slug]) == 0 {
+				delete(h.subs, slug)
+			}
+			if h.held[byPrincipal]--; h.held[byPrincipal] <= 0 {
+				delete(h.held, byPrincipal)
+			}
 			close(ch)
 		}
-	}
+	}, nil
 }
 
 // publish delivers c to every subscriber of slug without blocking: a slow
@@ -84,7 +124,7 @@ func (h *hub) publish(slug string, c listChanges) {
 			// kind only this one names, so drain one and merge.
 			select {
 			case prev := <-ch:
-				ch <- listChanges{prev.tools || c.tools, prev.prompts || c.prompts, prev.resources || c.resources}
+				ch <- prev.merge(c)
 			default:
 			}
 		}

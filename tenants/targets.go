@@ -25,11 +25,11 @@ type target struct {
 	// webhook (single-use and destructive tools).
 	onceOnly bool
 	kind     string // webhook.KindTool, KindPrompt or KindResource
-	name    string
-	inputs  *mrtr.Inputs
-	handler *catalogue.Handler
-	secret  string
-	args    json.RawMessage // what the webhook receives as arguments
+	name     string
+	inputs   *mrtr.Inputs
+	handler  *catalogue.Handler
+	secret   string
+	args     json.RawMessage // what the webhook receives as arguments
 }
 
 // findTarget finds what a carrier request runs. Requests answered
