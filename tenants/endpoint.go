@@ -2,6 +2,7 @@ package tenants
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/opsmcp/platform/auth"
 	"github.com/opsmcp/platform/egress"
+	"github.com/opsmcp/platform/internal/bounded"
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/store"
@@ -273,7 +275,7 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q, rerr := parseRequest(body)
-	x.round.Method, x.round.RequestID = q.method, q.id
+	x.id, x.round.Method, x.round.RequestID = q.id, q.method, boundedID(q.id)
 	if rerr != nil {
 		x.fail(rerr)
 		return
@@ -318,8 +320,13 @@ func (e *Endpoint) arrive(w http.ResponseWriter, r *http.Request) *exchange {
 // work from here on is traced under it.
 func (e *Endpoint) begin(x *exchange, c *call) {
 	rd := x.round
-	rd.ProtocolVersion, rd.Client = c.version, c.client
-	rd.Target = c.target()
+	rd.ProtocolVersion = c.version
+	rd.Client = ClientInfo{Name: bounded.String(c.client.Name, bounded.Value), Version: bounded.String(c.client.Version, bounded.Value)}
+	if c.uri != "" {
+		rd.Target = bounded.URL(c.uri, bounded.Value)
+	} else {
+		rd.Target = bounded.String(c.name, bounded.Value)
+	}
 	switch c.method {
 	case mcp.MethodToolsCall:
 		if t := c.snap.tools[c.name]; t != nil {
@@ -530,4 +537,18 @@ func httpVersion(r *http.Request) string {
 		return "3"
 	}
 	return "1." + strconv.Itoa(r.ProtoMinor)
+}
+
+// boundedID is a request id fit to record: as sent when short, else a
+// string of the first bytes of its value.
+func boundedID(id json.RawMessage) json.RawMessage {
+	if len(id) <= bounded.Value {
+		return id
+	}
+	s := string(id)
+	if id[0] == '"' {
+		_ = json.Unmarshal(id, &s)
+	}
+	b, _ := json.Marshal(bounded.String(s, bounded.Value))
+	return b
 }

@@ -37,11 +37,14 @@ type Round struct {
 
 	// Method is the JSON-RPC method as sent (anything a client wrote;
 	// sinks bound it before using it as a label); RequestID the request's
-	// id as sent, nil for none.
+	// id as sent, nil for none (an id longer than bounded.Value bytes is
+	// recorded as a string of its first bytes).
 	Method    string
 	RequestID json.RawMessage
-	// Target is the tool or prompt name, or the resource URI, of a
-	// method that names one; Registered says the tenant registered it.
+	// Target is the tool or prompt name, or the resource URI (without its
+	// user information, query and fragment), of a method that names one,
+	// cut to bounded.Value bytes like Client's fields; Registered says the
+	// tenant registered it.
 	Target     string
 	Registered bool
 	// ProtocolVersion is the revision the request declared; Era is the
