@@ -15,7 +15,7 @@ func TestStringIsValidUTF8WithinItsBound(t *testing.T) {
 		{"short", 10, "short"},
 		{"exactly-10", 10, "exactly-10"},
 		{"eleven-char", 10, "eleven-…"}, // the mark counts: three bytes
-		{"ééééé", 6, "é…"}, // a two-byte rune is not split
+		{"ééééé", 6, "é…"},              // a two-byte rune is not split
 		{"a\xffb", 10, "a\uFFFDb"},
 		{strings.Repeat("x", 1000), 256, strings.Repeat("x", 253) + "…"},
 		{"", 5, ""},
