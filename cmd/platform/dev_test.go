@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/creack/pty"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/opsmcp/platform/client"
@@ -265,6 +266,15 @@ func TestPlatformDev(t *testing.T) {
 	if d.adminUI != d.base+"/admin/login?next=/admin/flows" {
 		t.Fatalf("admin UI URL %q", d.adminUI)
 	}
+	// What the data folder keeps is its owner's alone.
+	for name, mode := range map[string]os.FileMode{"": 0o700, "keys.json": 0o600, "issuer-key.pem": 0o600, "admin-token": 0o600} {
+		st, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Errorf("data folder %q: %v", name, err)
+		} else if st.Mode().Perm() != mode {
+			t.Errorf("data folder %q: mode %v, want %v", name, st.Mode().Perm(), mode)
+		}
+	}
 	want := "go run ./cmd/platform call " + d.endpoint + " tool provision --arg service=checkout"
 	if d.callLine != want {
 		t.Fatalf("the flow line is %q, want %q", d.callLine, want)
@@ -286,6 +296,7 @@ func TestPlatformDev(t *testing.T) {
 	if out, err := runPrinted(t, d.callLine, []string{"PLATFORM_TOKEN="}, "--answers", answers); err == nil || !strings.Contains(out, "Unauthorized") {
 		t.Errorf("the flow without the token: %v\n%s", err, out)
 	}
+	interactiveFlow(t, d)
 
 	// A 2026-07-28 client configured as printed.
 	c, err := client.New(d.goEndpoint, client.Options{TokenSource: client.StaticToken(d.token),
@@ -356,6 +367,48 @@ func TestPlatformDev(t *testing.T) {
 		t.Fatalf("a token of the data --reset removed: %v", err)
 	}
 	d.stop(t)
+}
+
+// interactiveFlow runs the printed flow line on a terminal, as a person
+// would, answering each question as it is asked.
+func interactiveFlow(t *testing.T, d *devProcess) {
+	t.Helper()
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatalf("no pseudo-terminal: %v", err)
+	}
+	defer ptmx.Close()
+	rest, _ := strings.CutPrefix(d.callLine, "go run ./cmd/platform ")
+	cmd := platformCmd(strings.Fields(rest)...)
+	cmd.Env = append(cmd.Env, "PLATFORM_TOKEN="+d.token)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tty.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	e := newExpect(ptmx)
+	answer := func(s string) { _, _ = ptmx.Write([]byte(s + "\r")) }
+	e.waitFor(t, "? Which region should the checkout database run in?")
+	e.waitFor(t, "Answer? [Enter] yes, d decline, c cancel: ")
+	answer("")
+	e.waitFor(t, "[1) eu-west-1  2) us-east-1  3) ap-southeast-2]: ")
+	answer("2")
+	e.waitFor(t, "? Create the PostgreSQL 17 database for checkout now?")
+	e.waitFor(t, "Answer? [Enter] yes, d decline, c cancel: ")
+	answer("")
+	e.waitFor(t, "[y/n]: ")
+	answer("y")
+	e.waitFor(t, "a small PostgreSQL 17 database for checkout in us-east-1")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the interactive flow: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the interactive flow did not end")
+	}
 }
 
 // flow waits until the record holds a complete flow of the tool (it is
@@ -530,6 +583,17 @@ func TestPlatformDevRefusesWhatItMustNot(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run([]string{"dev", "env", "--data", t.TempDir()}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "not a platform dev data folder") {
 		t.Errorf("dev env on an empty folder: exit %d: %s", code, errb.String())
+	}
+
+	// A taken address: it says so, and what to do.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	errb.Reset()
+	if code := run([]string{"dev", "--listen", ln.Addr().String(), "--data", t.TempDir()}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "choose another address with --listen") {
+		t.Errorf("a taken address: exit %d: %s", code, errb.String())
 	}
 }
 

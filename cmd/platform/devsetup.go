@@ -142,7 +142,7 @@ func (p *devPlatform) setUpTenant(ctx context.Context, a *adminCaller) error {
 	err := a.call(ctx, http.MethodGet, path, nil, &t)
 	if isStatus(err, http.StatusNotFound) {
 		return a.call(ctx, http.MethodPost, "/api/v1/tenants", map[string]any{
-			"slug": demo.Slug, "displayName": "Demo (platform dev)",
+			"slug": demo.Slug, "displayName": "Demo (platform dev)", "reuseRetiredSlug": true,
 			"settings": map[string]any{
 				"auth":         p.demoAuth(),
 				"instructions": "A demo of the opsmcp platform: tools that ask the user mid-call (provision, deploy, summarize, workspace), a prompt and a resource template that ask first.",
