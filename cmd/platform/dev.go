@@ -278,7 +278,7 @@ Admin UI (one-click sign-in through the development issuer)
 Bearer token for the demo tenant (valid until %[4]s; platform dev env prints a fresh one)
   export PLATFORM_TOKEN=%[5]s
 
-Run a flow, answering its questions on this terminal
+Run a flow, answering its questions on the terminal (with PLATFORM_TOKEN exported as above)
   %[6]s call %[3]s tool provision --arg service=checkout
 
 2026-07-28 clients (platform call, package client, the Go SDK): the endpoint and the bearer token above; in Go
