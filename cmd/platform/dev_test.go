@@ -17,7 +17,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/creack/pty"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/opsmcp/platform/client"
 	"github.com/opsmcp/platform/internal/browsertest"
+	"github.com/opsmcp/platform/internal/testwait"
 )
 
 // devProcess is `platform dev` running as a child process, and what its
@@ -82,9 +82,8 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// startDev runs `platform dev` and waits for its banner. The test fails
-// with its log if it exits or prints no banner within a minute (a bound
-// on a hang, not a measurement).
+// startDev runs `platform dev` and waits for its banner; the test fails
+// with its log if it exits first.
 func startDev(t *testing.T, args ...string) *devProcess {
 	t.Helper()
 	d := &devProcess{cmd: platformCmd(append([]string{"dev"}, args...)...), stderr: &lockedBuffer{}, done: make(chan error, 1)}
@@ -96,14 +95,14 @@ func startDev(t *testing.T, args ...string) *devProcess {
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	lines := make(chan string)
+	lines := make(chan outputLine)
 	go func() {
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
-			lines <- sc.Text()
+			lines <- outputLine{text: sc.Text()}
 		}
-		close(lines)
+		lines <- outputLine{eof: true}
 		d.done <- d.cmd.Wait()
 	}()
 	t.Cleanup(func() {
@@ -115,28 +114,32 @@ func startDev(t *testing.T, args ...string) *devProcess {
 		}
 	})
 	var banner strings.Builder
-	deadline := time.After(time.Minute)
 	for {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				t.Fatalf("platform dev exited before its banner:\n%s\n%s", banner.String(), d.stderr.String())
-			}
-			banner.WriteString(line + "\n")
-			if line != "Ctrl-C stops it." {
-				continue
-			}
-			d.banner = banner.String()
-			go func() {
-				for range lines {
-				}
-			}()
-			d.parse(t)
-			return d
-		case <-deadline:
-			t.Fatalf("no banner from platform dev within a minute:\n%s\n%s", banner.String(), d.stderr.String())
+		line := testwait.Recv(t, lines, "the banner of platform dev")
+		if line.eof {
+			t.Fatalf("platform dev exited before its banner:\n%s\n%s", banner.String(), d.stderr.String())
+		}
+		banner.WriteString(line.text + "\n")
+		if line.text == "Ctrl-C stops it." {
+			break
 		}
 	}
+	d.banner = banner.String()
+	go func() {
+		for l := range lines {
+			if l.eof {
+				return
+			}
+		}
+	}()
+	d.parse(t)
+	return d
+}
+
+// outputLine is a line a child process printed, or the end of its output.
+type outputLine struct {
+	text string
+	eof  bool
 }
 
 // after returns the line after the one starting with heading, trimmed.
@@ -192,19 +195,14 @@ func (d *devProcess) stop(t *testing.T) {
 	if err := d.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-d.done:
-		if err != nil {
-			t.Fatalf("platform dev after Ctrl-C: %v\n%s", err, d.stderr.String())
+	if err := testwait.Recv(t, d.done, "platform dev to exit after Ctrl-C"); err != nil {
+		t.Fatalf("platform dev after Ctrl-C: %v\n%s", err, d.stderr.String())
+	}
+	// Nothing secret reached its log: no token, no webhook secret.
+	for _, s := range []string{d.token, d.adminToken, "whsec_"} {
+		if strings.Contains(d.stderr.String(), s) {
+			t.Errorf("the log holds a secret (%.12s…)", s)
 		}
-		// Nothing secret reached its log: no token, no webhook secret.
-		for _, s := range []string{d.token, d.adminToken, "whsec_"} {
-			if strings.Contains(d.stderr.String(), s) {
-				t.Errorf("the log holds a secret (%.12s…)", s)
-			}
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("platform dev did not stop after Ctrl-C:\n%s", d.stderr.String())
 	}
 }
 
@@ -326,7 +324,7 @@ func TestPlatformDev(t *testing.T) {
 
 	// The admin UI: the printed address, one click, the flow.
 	id := d.flow(t, "provision")
-	browser := browsertest.New(t, 2*time.Minute)()
+	browser := browsertest.New(t)()
 	signInAndSeeFlow(t, browser, d, id)
 
 	// A restart keeps the data, the session, the admin token and the
@@ -401,13 +399,8 @@ func interactiveFlow(t *testing.T, d *devProcess) {
 	e.waitFor(t, "[y/n]: ")
 	answer("y")
 	e.waitFor(t, "a small PostgreSQL 17 database for checkout in us-east-1")
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("the interactive flow: %v", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("the interactive flow did not end")
+	if err := testwait.Recv(t, done, "the interactive flow to end"); err != nil {
+		t.Fatalf("the interactive flow: %v", err)
 	}
 }
 
@@ -415,22 +408,21 @@ func interactiveFlow(t *testing.T, d *devProcess) {
 // written in batches, off the serving path) and returns its id.
 func (d *devProcess) flow(t *testing.T, tool string) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var id string
+	testwait.Until(t, "a completed "+tool+" flow in the record", func() bool {
 		var flows flowList
 		if code := d.admin(t, "/api/v1/tenants/demo/flows?limit=50", &flows); code != 200 {
 			t.Fatalf("flows: HTTP %d", code)
 		}
 		for _, f := range flows.Items {
 			if f.Target == tool && f.State == "completed" {
-				return f.ID
+				id = f.ID
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no complete %s flow recorded: %+v", tool, flows)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	})
+	return id
 }
 
 // signInAndSeeFlow opens the printed admin UI address in a fresh browser,

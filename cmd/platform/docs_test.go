@@ -25,6 +25,7 @@ import (
 
 	"github.com/opsmcp/platform/config"
 	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/internal/testwait"
 	"github.com/opsmcp/platform/internal/vaulttest"
 )
 
@@ -264,7 +265,7 @@ type docShell struct {
 	dir     string
 	cmd     *exec.Cmd
 	stdin   io.Writer
-	lines   chan string
+	lines   chan outputLine
 	exited  chan struct{}
 	replace *strings.Replacer
 	page    string
@@ -336,7 +337,7 @@ func newDocShell(t *testing.T, root, page string, blocks []*block) *docShell {
 		envv = append(envv, kv)
 	}
 
-	s := &docShell{dir: dir, replace: strings.NewReplacer(pairs...), page: filepath.Base(page), lines: make(chan string, 1024), exited: make(chan struct{})}
+	s := &docShell{dir: dir, replace: strings.NewReplacer(pairs...), page: filepath.Base(page), lines: make(chan outputLine, 1024), exited: make(chan struct{})}
 	s.cmd = exec.Command("bash", "--noprofile", "--norc")
 	s.cmd.Dir = dir
 	s.cmd.Env = envv
@@ -357,28 +358,32 @@ func newDocShell(t *testing.T, root, page string, blocks []*block) *docShell {
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
-			s.lines <- sc.Text()
+			s.lines <- outputLine{text: sc.Text()}
 		}
-		close(s.lines)
+		s.lines <- outputLine{eof: true}
 	}()
 	go func() { _ = s.cmd.Wait(); close(s.exited) }()
 	t.Cleanup(func() {
-		// The session and everything it started in the background.
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-s.exited:
-		case <-time.After(5 * time.Second):
-			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-			<-s.exited
-		}
+		// The session and everything it started in the background stop
+		// as on Ctrl-C, gracefully (a replica flushes its telemetry);
+		// whatever would not is killed, and the page fails.
+		pgid := s.cmd.Process.Pid
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		<-s.exited
+		gone := func() bool { return syscall.Kill(-pgid, 0) == syscall.ESRCH }
+		testwait.Until(t, "what the page started to stop on SIGTERM", func() bool {
+			if !gone() && t.Failed() {
+				_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			}
+			return gone()
+		})
 	})
 	return s
 }
 
 const blockDone = "__OPSMCP_DOCS_BLOCK_DONE__"
 
-// run runs one block and checks its output. The bounds on waiting stop a
-// hung block; they are not what the test asserts.
+// run runs one block and checks its output.
 func (s *docShell) run(t *testing.T, b *block) {
 	t.Helper()
 	where := fmt.Sprintf("%s:%d", s.page, b.line)
@@ -390,21 +395,15 @@ func (s *docShell) run(t *testing.T, b *block) {
 	}
 	fmt.Fprintf(s.stdin, "set -eo pipefail; source %q; set +e +o pipefail; echo %s\n", file, blockDone)
 	var out []string
-	timeout := time.After(4 * time.Minute)
-	for done := false; !done; {
-		select {
-		case line, ok := <-s.lines:
-			if !ok {
-				t.Fatalf("%s: the block failed:\n%s\n--- output:\n%s", where, text, strings.Join(out, "\n"))
-			}
-			if line == blockDone {
-				done = true
-				break
-			}
-			out = append(out, line)
-		case <-timeout:
-			t.Fatalf("%s: the block did not finish in four minutes:\n%s\n--- output:\n%s", where, text, strings.Join(out, "\n"))
+	for {
+		line := testwait.Recv(t, s.lines, where+" to finish")
+		if line.eof {
+			t.Fatalf("%s: the block failed:\n%s\n--- output:\n%s", where, text, strings.Join(out, "\n"))
 		}
+		if line.text == blockDone {
+			break
+		}
+		out = append(out, line.text)
 	}
 	if background(text) {
 		for _, a := range loopbackAddr.FindAllString(text, -1) {
@@ -433,23 +432,18 @@ func background(text string) bool {
 // the background listens), or the session ends.
 func (s *docShell) await(t *testing.T, where, addr string) {
 	t.Helper()
-	deadline := time.Now().Add(4 * time.Minute)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return
-		}
+	testwait.Until(t, where+": something listening on "+addr, func() bool {
 		select {
 		case <-s.exited:
 			t.Fatalf("%s: the session ended before %s listened", where, addr)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: nothing listens on %s four minutes after the block started it", where, addr)
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil
+	})
 }
 
 // matchLines reports whether every wanted line matches an output line,
@@ -551,16 +545,10 @@ func startVault(t *testing.T, dir, addr string) string {
 		resp.Body.Close()
 		return resp.StatusCode, nil
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		if code, err := call("GET", "/v1/sys/health"); err == nil && code == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the Vault dev server did not become active:\n%s", log.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.Until(t, "the Vault dev server to become active", func() bool {
+		code, err := call("GET", "/v1/sys/health")
+		return err == nil && code == 200
+	})
 	if code, err := call("DELETE", "/v1/sys/mounts/secret"); err != nil || code/100 != 2 {
 		t.Fatalf("unmount the dev server's secret/: %d %v", code, err)
 	}
@@ -612,20 +600,10 @@ func startOTLPReceiver(t *testing.T, addr string) {
 	// Registered before the session's cleanup, so it runs after it.
 	t.Cleanup(func() {
 		defer srv.Close()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		testwait.Until(t, "a request span of the platform at the collector", func() bool {
 			mu.Lock()
-			ok := slices.Contains(services, "opsmcp-platform") && len(tenants) > 0
-			got := fmt.Sprint(services, tenants)
-			mu.Unlock()
-			if ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("the collector got no request span of the platform: %s", got)
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			defer mu.Unlock()
+			return slices.Contains(services, "opsmcp-platform") && len(tenants) > 0
+		})
 	})
 }

@@ -48,9 +48,12 @@ func Artifacts(t testing.TB, sub string) string {
 }
 
 // New returns a function starting headless Chromiums, each with a fresh
-// profile (its own cookies), stopped when the test ends. Each context is
-// bounded by timeout, so a hung page fails the test instead of hanging it.
-func New(t testing.TB, timeout time.Duration) func() context.Context {
+// profile (its own cookies), stopped when the test ends. Each context
+// ends shortly before the test binary's deadline (go test -timeout), so
+// a page that never shows what a step waits for fails that step, naming
+// it, rather than the whole binary; there is no guess at how fast the
+// machine is.
+func New(t testing.TB) func() context.Context {
 	t.Helper()
 	exe := Chromium(t)
 	return func() context.Context {
@@ -70,8 +73,13 @@ func New(t testing.TB, timeout time.Duration) func() context.Context {
 		t.Cleanup(cancelAlloc)
 		ctx, cancel := chromedp.NewContext(alloc)
 		t.Cleanup(cancel)
-		ctx, cancelT := context.WithTimeout(ctx, timeout)
-		t.Cleanup(cancelT)
+		if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+			if end, ok := d.Deadline(); ok {
+				left := time.Until(end)
+				ctx, cancel = context.WithDeadline(ctx, end.Add(-min(left/10, 10*time.Second)))
+				t.Cleanup(cancel)
+			}
+		}
 		return ctx
 	}
 }
