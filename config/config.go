@@ -46,6 +46,7 @@ type Config struct {
 	AdminSessionKey      string
 	Keys                 KeysConfig
 	Flows                FlowsConfig
+	Legacy               LegacyConfig
 
 	// AllowPrivateTargets lets every outbound call a tenant controls
 	// (webhooks, OpenID discovery, JWKS, redirects) reach loopback,
@@ -100,6 +101,7 @@ func Flags(fs *flag.FlagSet) *Config {
 	fs.StringVar(&c.AdminSessionKey, "admin-session-key", "", "base64 key (≥32 bytes) signing admin session cookies; share it across replicas (default: random per process)")
 	keysFlags(fs, &c.Keys)
 	flowsFlags(fs, &c.Flows)
+	legacyFlags(fs, &c.Legacy)
 	httpFlags(fs, &c.HTTP)
 	return c
 }
@@ -231,6 +233,7 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.Keys.validate()...)
 	errs = append(errs, c.Flows.validate()...)
+	errs = append(errs, c.Legacy.validate()...)
 	errs = append(errs, c.HTTP.validate()...)
 	if c.HTTP.MetricsListen != "" && !c.Metrics {
 		errs = append(errs, errors.New("metrics-listen is set but metrics is off: set metrics=true, or drop metrics-listen"))

@@ -152,6 +152,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		StateKeys:           cfg.StateKeys,
 		Keys:                keyRings(km),
 		Version:             version,
+		Legacy: tenants.LegacyOptions{Serve: cfg.Legacy.Serve, RoundTimeout: cfg.Legacy.RoundTimeout,
+			MaxRounds: cfg.Legacy.MaxRounds, SessionTTL: cfg.Legacy.SessionTTL},
 		// Discovery and JWKS fetches dial through the same egress policy as
 		// webhooks: the issuer URL is the tenant's to choose.
 		Verifier: auth.NewVerifier(auth.VerifierOptions{

@@ -56,6 +56,9 @@ type Options struct {
 	Telemetry *telemetry.Telemetry
 	// Sinks receive every round after telemetry (the flow recorder).
 	Sinks []RoundSink
+	// Legacy configures serving initialization-era clients; off unless
+	// Legacy.Serve.
+	Legacy LegacyOptions
 }
 
 // Endpoint serves every tenant's MCP endpoint, POST /t/{slug}/mcp, at
@@ -74,6 +77,7 @@ type Endpoint struct {
 	verifier   *auth.Verifier
 	tel        roundTelemetry
 	sinks      sinks
+	legacy     *legacy // nil when legacy clients are not served
 
 	publicHost   string
 	allowedHosts map[string]bool
@@ -138,6 +142,9 @@ func New(ctx context.Context, opts Options) (*Endpoint, error) {
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	e.stop = cancel
+	if opts.Legacy.Serve {
+		e.legacy = newLegacy(rctx, e, opts.Legacy)
+	}
 	go e.refresh(rctx)
 	return e, nil
 }
@@ -147,6 +154,9 @@ func (e *Endpoint) Close() {
 	e.closeOne.Do(func() {
 		e.stop()
 		<-e.done
+		if e.legacy != nil {
+			e.legacy.close()
+		}
 		e.hub.close()
 	})
 }
@@ -226,9 +236,9 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		x.fail(newError(http.StatusNotFound, mcp.CodeInvalidRequest, "Not an MCP endpoint", nil))
 		return
 	}
-	if r.Method != http.MethodPost {
+	if r.Method != http.MethodPost && !e.legacyStream(r) {
 		// The stateless revision has no GET stream and no session to
-		// DELETE.
+		// DELETE (a legacy session's GET and DELETE are served below).
 		w.Header().Set("Allow", "POST")
 		x.fail(newError(http.StatusMethodNotAllowed, mcp.CodeInvalidRequest, "Method not allowed: this endpoint accepts POST only", nil))
 		return
@@ -247,6 +257,12 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body, ok := e.readBody(x)
 	if !ok {
+		return
+	}
+	if e.legacyRequest(r, body) {
+		// An initialization-era client (legacy.go): its session, its
+		// stream, and flows bridged onto it.
+		e.serveLegacy(x, snap, principal, body)
 		return
 	}
 	q, rerr := parseRequest(body)

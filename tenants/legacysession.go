@@ -1,0 +1,242 @@
+package tenants
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/opsmcp/platform/auth"
+	"github.com/opsmcp/platform/mcp"
+	"github.com/opsmcp/platform/mrtr"
+	"github.com/opsmcp/platform/store"
+)
+
+// A legacy session id is a token sealed by mrtr.Sealer under the
+// tenant's key ring, like a request state, so every replica verifies and
+// serves it without a lookup (no sticky routing). It is bound to the
+// tenant, the endpoint's audience, the principal (a keyed, salted hash:
+// another caller's token cannot use it) and the method "initialize",
+// which no request state carries, so a session id is never accepted as
+// a state or the reverse. Its claims hold the session's nonce (the id
+// traces and admins see), the negotiated version, the client's
+// capabilities and name; its expiry is the session's. Ending a session
+// (DELETE, an admin, the tenant disabled) is recorded in the store and
+// followed by every replica (endedSessions), which the sealer consults
+// as its revocation check.
+
+// sessionMethod is the binding method of session ids.
+const sessionMethod = mcp.MethodInitialize
+
+// maxSessionBytes caps a session id; its claims are small and fixed in
+// shape (the client's name and version are clipped).
+const maxSessionBytes = 4 << 10
+
+// session is a verified legacy session, as a request presents it.
+type session struct {
+	// id is the session's nonce ("ls_…"), sealed in the token.
+	id      string
+	version string
+	caps    mrtr.ClientCapabilities
+	// rawCaps are the capabilities as the platform re-encoded them (the
+	// subset that decides what may be asked), handed to webhooks.
+	rawCaps json.RawMessage
+	client  ClientInfo
+	expires time.Time
+}
+
+// sessionClaims is the session's part of the sealed claims (State).
+type sessionClaims struct {
+	Version string          `json:"v"`
+	Caps    json.RawMessage `json:"c,omitempty"`
+	Name    string          `json:"n,omitempty"`
+	ClientV string          `json:"cv,omitempty"`
+}
+
+// newSessionID returns a fresh session nonce.
+func newSessionID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "ls_" + hex.EncodeToString(b[:])
+}
+
+// validSessionID reports whether id could be a nonce this platform
+// minted (admin routes take one).
+func validSessionID(id string) bool {
+	if len(id) != 35 || id[:3] != "ls_" {
+		return false
+	}
+	_, err := hex.DecodeString(id[3:])
+	return err == nil
+}
+
+// sessionBinding is what a tenant's session ids are bound to.
+func sessionBinding(snap *snapshot, p *auth.Principal) mrtr.Binding {
+	return mrtr.Binding{Tenant: snap.tenantID, Audience: snap.audience, Method: sessionMethod, Principal: p.Binding()}
+}
+
+// sealer is the tenant's session sealer: its key ring, the session TTL,
+// and the ended sessions as its revocation check.
+func (l *legacy) sealer(ctx context.Context, snap *snapshot) (*mrtr.Sealer, error) {
+	codec, err := l.e.flows.sealing.rings.Codec(ctx, snap.tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("key ring: %w", err)
+	}
+	ended := l.ended
+	return &mrtr.Sealer{
+		Codec:   codec,
+		Policy:  mrtr.Policy{TTL: l.opts.SessionTTL, MaxStateBytes: maxSessionBytes, MaxRounds: 1},
+		Revoked: func(_ context.Context, id string) bool { return ended.has(id) },
+	}, nil
+}
+
+// mint seals a new session's id.
+func (l *legacy) mint(ctx context.Context, snap *snapshot, p *auth.Principal, s *session) (string, error) {
+	sealer, err := l.sealer(ctx, snap)
+	if err != nil {
+		return "", err
+	}
+	state, err := json.Marshal(sessionClaims{Version: s.version, Caps: s.rawCaps, Name: s.client.Name, ClientV: s.client.Version})
+	if err != nil {
+		return "", err
+	}
+	claims := &mrtr.Claims{FlowID: s.id, Round: 1, State: state}
+	tok, _, err := sealer.Seal(ctx, sessionBinding(snap, p), claims)
+	if err != nil {
+		return "", err
+	}
+	s.expires = claims.Expiry
+	return tok, nil
+}
+
+// open verifies a session id presented by p. A nil session means the
+// session does not exist for this caller (forged, another tenant's or
+// principal's, expired, ended); reason says why, for the log only.
+func (l *legacy) open(ctx context.Context, snap *snapshot, p *auth.Principal, token string) (*session, string) {
+	if len(token) > maxSessionBytes {
+		return nil, mrtr.ReasonOversize
+	}
+	sealer, err := l.sealer(ctx, snap)
+	if err != nil {
+		return nil, "no_key_ring"
+	}
+	claims, err := sealer.Open(ctx, token, sessionBinding(snap, p))
+	if err != nil {
+		return nil, rejectionReason(err)
+	}
+	var sc sessionClaims
+	if json.Unmarshal(claims.State, &sc) != nil || !mcp.IsLegacyVersion(sc.Version) {
+		return nil, "session_state"
+	}
+	s := &session{id: claims.FlowID, version: sc.Version, rawCaps: sc.Caps, expires: claims.Expiry,
+		client: ClientInfo{Name: sc.Name, Version: sc.ClientV}}
+	if len(sc.Caps) > 0 && json.Unmarshal(sc.Caps, &s.caps) != nil {
+		return nil, "session_state"
+	}
+	if s.rawCaps == nil {
+		s.rawCaps = json.RawMessage(`{}`)
+	}
+	return s, ""
+}
+
+// negotiate picks the session's revision: the one requested when it is
+// served, else the newest (the client may then disconnect).
+func negotiate(requested string) string {
+	if mcp.IsLegacyVersion(requested) {
+		return requested
+	}
+	return mcp.LegacyVersions[0]
+}
+
+// clip cuts s to at most n bytes on a character boundary.
+func clipString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}
+
+// endedSessions are the sessions ended before their expiry, fleet-wide,
+// as of the last refresh, plus this replica's own endings since.
+type endedSessions struct {
+	mu  sync.RWMutex
+	ids map[string]time.Time // nonce -> expiry
+	// since is where the next refresh reads from.
+	since time.Time
+}
+
+func newEndedSessions() *endedSessions { return &endedSessions{ids: map[string]time.Time{}} }
+
+func (s *endedSessions) has(id string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	_, ok := s.ids[id]
+	return ok
+}
+
+func (s *endedSessions) add(id string, expires time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ids[id] = expires
+}
+
+// endedOverlap re-reads a little before the last read, so an ending
+// committed with a slightly earlier timestamp than a read that did not
+// see it yet is still picked up.
+const endedOverlap = 5 * time.Second
+
+// refresh reads the sessions ended since the last refresh and forgets
+// expired ones; it returns the ids it learnt of.
+func (s *endedSessions) refresh(ctx context.Context, st *store.Store) ([]store.EndedLegacySession, error) {
+	s.mu.RLock()
+	since := s.since
+	s.mu.RUnlock()
+	now := time.Now()
+	rows, err := st.EndedLegacySessions(ctx, since.Add(-endedOverlap))
+	if err != nil {
+		return nil, err
+	}
+	var fresh []store.EndedLegacySession
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range rows {
+		if _, ok := s.ids[r.ID]; !ok {
+			fresh = append(fresh, r)
+		}
+		s.ids[r.ID] = r.ExpiresAt
+	}
+	for id, exp := range s.ids {
+		if !now.Before(exp) {
+			delete(s.ids, id)
+		}
+	}
+	s.since = now
+	return fresh, nil
+}
+
+// errSessionGone means a session's row says it ended, or it has none.
+var errSessionGone = errors.New("session ended")
+
+// sessionRow reads the session's shared record: its log level and
+// subscriptions, and whether it ended (errSessionGone) on any replica.
+func (l *legacy) sessionRow(ctx context.Context, snap *snapshot, s *session) (*store.LegacySession, error) {
+	row, err := l.e.opts.Store.GetLegacySession(ctx, snap.tenantID, s.id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errSessionGone
+	}
+	if err != nil {
+		return nil, err
+	}
+	if row.EndedAt != nil {
+		l.ended.add(row.ID, row.ExpiresAt)
+		return nil, errSessionGone
+	}
+	return row, nil
+}
