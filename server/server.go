@@ -247,6 +247,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		Flows:        fl.service,
 		TraceURL:     cfg.Flows.TraceURL,
 		Keys:         keyAdmin(km),
+		Sessions:     reg,
 	})
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", s.ready)

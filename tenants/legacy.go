@@ -588,8 +588,15 @@ func (l *legacy) stream(x *exchange, snap *snapshot, p *auth.Principal) {
 		l.storeFailed(x, &call{snap: snap}, err)
 		return
 	}
-	ch, cancel := l.e.hub.subscribe(snap.slug)
+	ch, unsubscribe := l.e.hub.subscribe(snap.slug)
+	defer unsubscribe()
+	// Held by the relay, so that the session's end, here or on another
+	// replica, ends the stream at once.
+	ctx, cancel := context.WithCancel(x.ctx)
 	defer cancel()
+	held := &bridgeCall{tenantID: snap.tenantID, session: s.id, target: "s:" + newLegID(), cancel: cancel}
+	l.relay.hold(held)
+	defer l.relay.release(held)
 	sse := newSSE(x.w)
 	sse.noIDs = true
 	x.sse, x.round.Answered = sse, true
@@ -601,7 +608,7 @@ func (l *legacy) stream(x *exchange, snap *snapshot, p *auth.Principal) {
 	last := snap
 	for {
 		select {
-		case <-x.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-keepAlive.C:
 			if l.ended.has(s.id) || sse.comment() != nil {
@@ -623,12 +630,12 @@ func (l *legacy) stream(x *exchange, snap *snapshot, p *auth.Principal) {
 					return
 				}
 			}
-			if ch.resources {
-				cur, err := l.e.catalogues.lookup(x.ctx, snap.slug)
+			if ch.resources || ch.contents {
+				cur, err := l.e.catalogues.lookup(ctx, snap.slug)
 				if err != nil || cur == nil || cur.tenantID != snap.tenantID {
 					return
 				}
-				if l.updated(x.ctx, sse, last, cur, s) != nil {
+				if l.updated(ctx, sse, last, cur, s) != nil {
 					return
 				}
 				last = cur
@@ -665,4 +672,18 @@ func sameResource(a, b *resourceEntry) bool {
 	ra, _ := json.Marshal(a.def)
 	rb, _ := json.Marshal(b.def)
 	return bytes.Equal(ra, rb)
+}
+
+// sameResources reports whether two snapshots hold the same static
+// resources, content included.
+func sameResources(a, b map[string]*resourceEntry) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for uri, r := range a {
+		if !sameResource(r, b[uri]) {
+			return false
+		}
+	}
+	return true
 }

@@ -34,7 +34,8 @@ type relay struct {
 	mu sync.Mutex
 	// held maps a target to the call it belongs to: "r:<leg id>" for an
 	// answer to a request sent on the call's stream, "c:<session>:<id>"
-	// for the call itself (its cancellation).
+	// for the call itself (its cancellation); "s:<id>" is a session's GET
+	// stream, held only so that the session's end ends it.
 	held map[string]*bridgeCall
 	legs int // how many "r:" targets are held
 }
@@ -136,7 +137,7 @@ func (r *relay) endSession(sessionID string) {
 	r.mu.Lock()
 	var calls []*bridgeCall
 	for t, c := range r.held {
-		if strings.HasPrefix(t, "c:") && c.session == sessionID {
+		if !strings.HasPrefix(t, "r:") && c.session == sessionID {
 			calls = append(calls, c)
 		}
 	}
@@ -151,7 +152,7 @@ func (r *relay) stopAll() {
 	r.mu.Lock()
 	var calls []*bridgeCall
 	for t, c := range r.held {
-		if strings.HasPrefix(t, "c:") {
+		if !strings.HasPrefix(t, "r:") {
 			calls = append(calls, c)
 		}
 	}
@@ -266,12 +267,14 @@ func (r *relay) holds(target string) bool {
 func (r *relay) waiting() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.legs == 0 && len(r.held) == 0 {
+	if len(r.held) == 0 {
 		return nil
 	}
 	out := make([]string, 0, len(r.held))
 	for t := range r.held {
-		out = append(out, t)
+		if !strings.HasPrefix(t, "s:") {
+			out = append(out, t)
+		}
 	}
 	return out
 }

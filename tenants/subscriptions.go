@@ -6,19 +6,23 @@ import (
 	"sync"
 )
 
-// listChanges says which lists of a tenant changed.
+// listChanges says which lists of a tenant changed, and whether the
+// content of a static resource did (which legacy sessions subscribed to
+// it are told of).
 type listChanges struct {
 	tools, prompts, resources bool
+	contents                  bool
 }
 
-func (c listChanges) any() bool { return c.tools || c.prompts || c.resources }
+func (c listChanges) any() bool { return c.tools || c.prompts || c.resources || c.contents }
 
-// changes compares two snapshots' rendered lists.
+// changes compares two snapshots' rendered lists and resources.
 func changes(old, cur *snapshot) listChanges {
 	return listChanges{
 		tools:     !sameList(old.toolList, cur.toolList),
 		prompts:   !sameList(old.promptLst, cur.promptLst),
 		resources: !sameList(old.resList, cur.resList) || !sameList(old.tmplList, cur.tmplList),
+		contents:  !sameResources(old.resources, cur.resources),
 	}
 }
 
@@ -84,7 +88,7 @@ func (h *hub) publish(slug string, c listChanges) {
 			// kind only this one names, so drain one and merge.
 			select {
 			case prev := <-ch:
-				ch <- listChanges{prev.tools || c.tools, prev.prompts || c.prompts, prev.resources || c.resources}
+				ch <- listChanges{prev.tools || c.tools, prev.prompts || c.prompts, prev.resources || c.resources, prev.contents || c.contents}
 			default:
 			}
 		}
