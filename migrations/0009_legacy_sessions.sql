@@ -1,10 +1,12 @@
 -- Sessions of initialization-era (2025-11-25 and earlier) clients. The
--- session id a client holds is a token sealed under the tenant's key
--- ring, which any replica verifies without reading this table; the row
--- holds what changes during a session (log level, subscriptions) and its
--- end (DELETE, an admin, the tenant disabled), which every replica
--- honours. id is the session's nonce (sealed inside the token), never
--- the token itself. Rows go once expired.
+-- session id a client holds is its nonce and a token sealed under the
+-- tenant's key ring, which any replica verifies without reading this
+-- table; the row holds what changes during a session (log level,
+-- subscriptions), its end (DELETE, an admin, the tenant disabled), which
+-- every replica honours, and what lets a session outlive the key that
+-- sealed it: a hash of the whole id, of the principal it is bound to,
+-- and the client's capabilities. id is the nonce, never the token. Rows
+-- go once expired.
 CREATE TABLE legacy_sessions (
     id                TEXT PRIMARY KEY,
     tenant_id         TEXT NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
@@ -14,6 +16,9 @@ CREATE TABLE legacy_sessions (
     principal_issuer  TEXT NOT NULL DEFAULT '',
     principal_subject TEXT NOT NULL DEFAULT '',
     principal_client  TEXT NOT NULL DEFAULT '',
+    principal_hash    TEXT NOT NULL DEFAULT '',
+    token_hash        TEXT NOT NULL DEFAULT '',
+    capabilities      TEXT NOT NULL DEFAULT '',
     log_level         TEXT NOT NULL DEFAULT '',
     subscriptions     TEXT NOT NULL DEFAULT '',
     created_at        TIMESTAMP NOT NULL,

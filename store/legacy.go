@@ -21,6 +21,12 @@ type LegacySession struct {
 	PrincipalIssuer  string
 	PrincipalSubject string
 	PrincipalClient  string
+	// PrincipalHash and TokenHash are SHA-256 (hex) of the principal's
+	// binding and of the whole session id: with Capabilities (JSON), they
+	// let a replica verify a session whose sealing key was retired.
+	PrincipalHash string
+	TokenHash     string
+	Capabilities  string
 	// LogLevel is what logging/setLevel set ("" until then).
 	LogLevel string
 	// Subscriptions are the resource URIs subscribed to, as a JSON array

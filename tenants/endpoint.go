@@ -174,6 +174,11 @@ func (e *Endpoint) refresh(ctx context.Context) {
 		case <-t.C:
 		}
 		e.catalogues.refreshAll(ctx)
+		if e.legacy != nil {
+			// After the catalogues: a tenant disabled and enabled again
+			// between two refreshes is served with its ended sessions known.
+			e.legacy.refreshEnded(ctx)
+		}
 		if rv, err := e.opts.Store.RevokedFlows(ctx); err == nil {
 			set := map[string]map[string]bool{}
 			for _, f := range rv {
@@ -191,7 +196,12 @@ func (e *Endpoint) refresh(ctx context.Context) {
 
 // Invalidate reloads a tenant's catalogue now; the admin API calls it
 // after a change so this replica serves its own writes at once.
-func (e *Endpoint) Invalidate(ctx context.Context, slug string) { e.catalogues.invalidate(ctx, slug) }
+func (e *Endpoint) Invalidate(ctx context.Context, slug string) {
+	e.catalogues.invalidate(ctx, slug)
+	if e.legacy != nil {
+		e.legacy.refreshEnded(ctx) // disabling a tenant ends its sessions
+	}
+}
 
 // Slug returns the slug of the tenant with id tenantID as of the last
 // refresh (no database read): metric collection maps the key rings'

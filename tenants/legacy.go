@@ -68,15 +68,13 @@ func newLegacy(ctx context.Context, e *Endpoint, opts LegacyOptions) *legacy {
 	return l
 }
 
-// run follows ended sessions (stopping their calls held here), relays
-// messages across replicas, and prunes expired records, until ctx ends.
+// run relays messages across replicas and prunes expired records until
+// ctx ends (ended sessions are followed by the endpoint's refresh).
 func (l *legacy) run(ctx context.Context) {
 	defer close(l.done)
 	relayDone := make(chan struct{})
 	go func() { defer close(relayDone); l.relay.run(ctx) }()
 	defer func() { <-relayDone }()
-	tick := time.NewTicker(l.e.opts.Refresh)
-	defer tick.Stop()
 	prune := time.NewTicker(time.Minute)
 	defer prune.Stop()
 	l.refreshEnded(ctx)
@@ -85,8 +83,6 @@ func (l *legacy) run(ctx context.Context) {
 		case <-ctx.Done():
 			l.relay.stopAll()
 			return
-		case <-tick.C:
-			l.refreshEnded(ctx)
 		case <-prune.C:
 			if err := l.e.opts.Store.PruneLegacy(ctx, relayMaxAge); err != nil && ctx.Err() == nil {
 				l.e.log.Warn("pruning legacy sessions failed", "err", err)
@@ -95,6 +91,8 @@ func (l *legacy) run(ctx context.Context) {
 	}
 }
 
+// refreshEnded learns of the sessions ended since the last refresh, on
+// any replica, and stops their calls and streams held here.
 func (l *legacy) refreshEnded(ctx context.Context) {
 	fresh, err := l.ended.refresh(ctx, l.e.opts.Store)
 	if err != nil {
@@ -346,7 +344,8 @@ func (l *legacy) initialize(x *exchange, snap *snapshot, p *auth.Principal, raw 
 		return
 	}
 	row := &store.LegacySession{ID: s.id, TenantID: snap.tenantID, ProtocolVersion: s.version,
-		ClientName: s.client.Name, ClientVersion: s.client.Version, CreatedAt: time.Now(), ExpiresAt: s.expires}
+		ClientName: s.client.Name, ClientVersion: s.client.Version, CreatedAt: time.Now(), ExpiresAt: s.expires,
+		TokenHash: hashHex(tok), PrincipalHash: hashHex(p.Binding()), Capabilities: string(s.rawCaps)}
 	if p != nil {
 		row.PrincipalIssuer, row.PrincipalSubject, row.PrincipalClient = p.Issuer, p.Subject, p.Client
 	}

@@ -1,7 +1,9 @@
 package tenants_test
 
 import (
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,6 +14,13 @@ import (
 	"github.com/opsmcp/platform/internal/platformtest"
 	"github.com/opsmcp/platform/tenants"
 )
+
+// newNonce is a session nonce of the platform's shape.
+func newNonce() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "ls_" + hex.EncodeToString(b[:])
+}
 
 func legacyURL(p *platformtest.Platform, slug string) string { return p.URL + "/t/" + slug + "/mcp" }
 
@@ -159,12 +168,15 @@ func TestASessionServesOnlyItsOwnerOnItsTenant(t *testing.T) {
 			t.Errorf("%s: %v", name, msg)
 		}
 	}
-	raw, _ := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(c.session, "v1."))
+	nonce, token, _ := strings.Cut(c.session, ".")
+	raw, _ := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(token, "v1."))
 	tampered := append([]byte(nil), raw...)
 	tampered[len(tampered)/2] ^= 1
 	try("no session", func(d *legacyClient) { d.session = "" }, 400)
-	try("forged", func(d *legacyClient) { d.session = "v1." + base64.RawURLEncoding.EncodeToString(make([]byte, 200)) }, 404)
-	try("tampered", func(d *legacyClient) { d.session = "v1." + base64.RawURLEncoding.EncodeToString(tampered) }, 404)
+	try("forged", func(d *legacyClient) { d.session = nonce + ".v1." + base64.RawURLEncoding.EncodeToString(make([]byte, 200)) }, 404)
+	try("tampered", func(d *legacyClient) { d.session = nonce + ".v1." + base64.RawURLEncoding.EncodeToString(tampered) }, 404)
+	try("another nonce", func(d *legacyClient) { d.session = newNonce() + "." + token }, 404)
+	try("the nonce alone", func(d *legacyClient) { d.session = nonce }, 404)
 	try("not even a token", func(d *legacyClient) { d.session = "hello" }, 404)
 	try("another user's token", func(d *legacyClient) { d.token = bob }, 404)
 	try("no token", func(d *legacyClient) { d.token = "" }, 401)
@@ -226,8 +238,11 @@ func TestASessionEndsWithAnAdminOrItsTenantOnEveryReplica(t *testing.T) {
 		t.Fatalf("sessions: %v", items)
 	}
 	id := items[0].(map[string]any)["id"].(string)
-	if strings.Contains(ca.session, id) {
-		t.Fatal("the sealed session id shows the nonce")
+	if !strings.HasPrefix(ca.session, id+".v1.") {
+		t.Fatal("the session id is not its nonce and its sealed token")
+	}
+	if strings.Contains(string(a.Admin(t, "GET", "/api/v1/tenants/acme/sessions", nil).Body), ca.session[len(id):]) {
+		t.Fatal("the admin API shows a session's token")
 	}
 	for _, bad := range []string{"ls_nope", "../x", strings.Repeat("a", 35)} {
 		if r := b.Admin(t, "DELETE", "/api/v1/tenants/acme/sessions/"+bad, nil); r.Status != 404 {
@@ -251,16 +266,22 @@ func TestASessionEndsWithAnAdminOrItsTenantOnEveryReplica(t *testing.T) {
 	a.MustAdmin(t, 200, "PATCH", "/api/v1/tenants/acme", obj{"disabled": true})
 	platformtest.Eventually(t, 5*time.Second, "a disabled tenant's session is served", func() bool { return gone(ca) && gone(cb) })
 	a.MustAdmin(t, 200, "PATCH", "/api/v1/tenants/acme", obj{"disabled": false})
-	platformtest.Eventually(t, 5*time.Second, "the tenant does not come back", func() bool {
-		r := platformtest.Do(t, "POST", legacyURL(a, "acme"), http.Header{"Content-Type": {"application/json"}},
+	initialize := func(p *platformtest.Platform) bool {
+		r := platformtest.Do(t, "POST", legacyURL(p, "acme"), http.Header{"Content-Type": {"application/json"}},
 			[]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`))
 		return r.Status == 200
-	})
-	if !gone(ca) || !gone(cb) {
-		t.Fatal("a session of a disabled tenant came back when it was enabled again")
+	}
+	// The replica that disabled it knows at once; the other within a
+	// refresh, never serving the tenant again before.
+	if !initialize(a) || !gone(ca) {
+		t.Fatal("a session of a disabled tenant came back on the replica that disabled it")
+	}
+	platformtest.Eventually(t, 5*time.Second, "b does not serve the tenant again", func() bool { return initialize(b) })
+	if !gone(cb) {
+		t.Fatal("a session of a disabled tenant came back on another replica")
 	}
 	n := a.MustAdmin(t, 200, "DELETE", "/api/v1/tenants/acme/sessions", nil)["ended"]
-	if n != float64(1) { // the one the loop above opened
+	if n != float64(2) { // the two initialize opened above
 		t.Fatalf("ended %v", n)
 	}
 }

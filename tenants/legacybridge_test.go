@@ -459,3 +459,82 @@ func TestAnswersPostedToAnotherReplicaReachTheStream(t *testing.T) {
 		t.Fatalf("final round %d", h.last().Flow.Round)
 	}
 }
+
+func TestABridgedFlowAndItsSessionOutliveAKeyRotation(t *testing.T) {
+	h := newHook(t, answersHook)
+	p := setup(t, h, platformtest.WithConfig(func(c *config.Config) {
+		c.Keys.Provider, c.Keys.MasterKey = "local", key()
+		c.Keys.Refresh, c.Keys.ClockSkew, c.Keys.ScheduleEvery, c.Keys.Staleness = 20*time.Millisecond, time.Millisecond, 20*time.Millisecond, time.Second
+	}))
+	// A short state TTL, so the old key retires soon after the rotation
+	// (and each round waits at most that long for the client).
+	p.MustAdmin(t, 200, "PATCH", "/api/v1/tenants/acme", obj{"settings": obj{"stateTtlSeconds": 2}})
+	h.setSecret(p.Tool(t, "acme", chainTool("order", h.URL)))
+	keyIDs := func() (phase string, active string, ids []string) {
+		v := p.MustAdmin(t, 200, "GET", "/api/v1/tenants/acme/keys", nil)
+		for _, k := range v["keys"].([]any) {
+			k := k.(map[string]any)
+			ids = append(ids, k["id"].(string))
+			if k["state"] == "active" {
+				active = k["id"].(string)
+			}
+		}
+		return v["phase"].(string), active, ids
+	}
+	c := newLegacyClient(t, legacyURL(p, "acme"))
+	c.initialize("2025-11-25", legacyCaps) // sealed under the first key
+	_, first, _ := keyIDs()
+	round := 0
+	c.onRequest = func(method string, params map[string]any) (any, obj) {
+		round++
+		if round == 1 {
+			// Mid-flow, a rotation: the new key is staged, then mints.
+			p.MustAdmin(t, 200, "POST", "/api/v1/tenants/acme/keys/rotate", nil)
+			platformtest.Eventually(t, 5*time.Second, "the new key never mints", func() bool {
+				phase, active, _ := keyIDs()
+				return phase == "promoted" && active != first
+			})
+		}
+		return answerEverything(method, params)
+	}
+	res := c.result("tools/call", obj{"name": "order", "arguments": obj{}})
+	if res["isError"] == true || !strings.Contains(toolText(t, res), `"L"`) {
+		t.Fatalf("result %v", res)
+	}
+	_, second, _ := keyIDs()
+	_, rounds := flowOf(t, p, h.last().Flow.ID, "completed")
+	r2 := rounds[1].(map[string]any)
+	if r2["keyIn"] != first || r2["keyOut"] != second {
+		t.Fatalf("round 2 opened under %v and sealed under %v; want %s then %s", r2["keyIn"], r2["keyOut"], first, second)
+	}
+
+	// The first key retires: the session sealed under it is verified
+	// against its record, and serves a whole bridged flow again.
+	platformtest.Eventually(t, 10*time.Second, "the old key never retires", func() bool {
+		phase, _, ids := keyIDs()
+		return phase == "steady" && !slices.Contains(ids, first)
+	})
+	c.onRequest = answerEverything
+	res = c.result("tools/call", obj{"name": "order", "arguments": obj{}})
+	if res["isError"] == true {
+		t.Fatalf("after the retirement: %v", res)
+	}
+	// …but only for its holder: its nonce with another session's token,
+	// or its token altered, is refused.
+	other := newLegacyClient(t, c.url)
+	other.initialize("2025-11-25", obj{})
+	nonce, _, _ := strings.Cut(c.session, ".")
+	_, otherToken, _ := strings.Cut(other.session, ".")
+	for name, id := range map[string]string{"spliced": nonce + "." + otherToken, "altered": c.session[:len(c.session)-2] + "AA"} {
+		d := c.clone()
+		d.session = id
+		if _, status := d.call("tools/list", obj{}); status != 404 {
+			t.Errorf("%s id after the retirement: %d", name, status)
+		}
+	}
+	// Ended, it stays ended without its key.
+	platformtest.Do(t, "DELETE", c.url, c.header(), nil)
+	if _, status := c.call("tools/list", obj{}); status != 404 {
+		t.Fatalf("a deleted session with a retired key: %d", status)
+	}
+}

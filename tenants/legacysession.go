@@ -3,10 +3,13 @@ package tenants
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,18 +19,25 @@ import (
 	"github.com/opsmcp/platform/store"
 )
 
-// A legacy session id is a token sealed by mrtr.Sealer under the
-// tenant's key ring, like a request state, so every replica verifies and
-// serves it without a lookup (no sticky routing). It is bound to the
-// tenant, the endpoint's audience, the principal (a keyed, salted hash:
-// another caller's token cannot use it) and the method "initialize",
-// which no request state carries, so a session id is never accepted as
-// a state or the reverse. Its claims hold the session's nonce (the id
-// traces and admins see), the negotiated version, the client's
-// capabilities and name; its expiry is the session's. Ending a session
-// (DELETE, an admin, the tenant disabled) is recorded in the store and
-// followed by every replica (endedSessions), which the sealer consults
-// as its revocation check.
+// A legacy session id is the session's nonce and a token sealed by
+// mrtr.Sealer under the tenant's key ring, like a request state, so every
+// replica verifies and serves it without a lookup (no sticky routing).
+// The token is bound to the tenant, the endpoint's audience, the
+// principal (a keyed, salted hash: another caller's token cannot use it)
+// and the method "initialize", which no request state carries, so a
+// session id is never accepted as a state or the reverse. Its claims
+// hold the nonce (which must equal the one in clear), the negotiated
+// version, the client's capabilities and name; its expiry is the
+// session's. Ending a session (DELETE, an admin, the tenant disabled) is
+// recorded in the store and followed by every replica (endedSessions),
+// which the sealer consults as its revocation check.
+//
+// A key rotation retires the key a session was sealed under long before
+// the session expires. Such a session is then verified against its
+// record instead: the SHA-256 of the whole id and of the principal's
+// binding, kept at initialize, must match (in constant time), and the
+// record gives the version and capabilities. So a session outlives the
+// rotation, at the cost of one read per request once its key is gone.
 
 // sessionMethod is the binding method of session ids.
 const sessionMethod = mcp.MethodInitialize
@@ -110,15 +120,25 @@ func (l *legacy) mint(ctx context.Context, snap *snapshot, p *auth.Principal, s 
 		return "", err
 	}
 	s.expires = claims.Expiry
-	return tok, nil
+	return s.id + "." + tok, nil
+}
+
+// hashHex is the hex SHA-256 of s.
+func hashHex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
 
 // open verifies a session id presented by p. A nil session means the
 // session does not exist for this caller (forged, another tenant's or
 // principal's, expired, ended); reason says why, for the log only.
-func (l *legacy) open(ctx context.Context, snap *snapshot, p *auth.Principal, token string) (*session, string) {
-	if len(token) > maxSessionBytes {
+func (l *legacy) open(ctx context.Context, snap *snapshot, p *auth.Principal, id string) (*session, string) {
+	if len(id) > maxSessionBytes {
 		return nil, mrtr.ReasonOversize
+	}
+	nonce, token, ok := strings.Cut(id, ".")
+	if !ok || !validSessionID(nonce) {
+		return nil, mrtr.ReasonMalformed
 	}
 	sealer, err := l.sealer(ctx, snap)
 	if err != nil {
@@ -126,19 +146,56 @@ func (l *legacy) open(ctx context.Context, snap *snapshot, p *auth.Principal, to
 	}
 	claims, err := sealer.Open(ctx, token, sessionBinding(snap, p))
 	if err != nil {
-		return nil, rejectionReason(err)
+		reason := rejectionReason(err)
+		if reason == mrtr.ReasonUnknownKey {
+			return l.openRetired(ctx, snap, p, nonce, id)
+		}
+		return nil, reason
+	}
+	if claims.FlowID != nonce {
+		return nil, "session_nonce"
 	}
 	var sc sessionClaims
 	if json.Unmarshal(claims.State, &sc) != nil || !mcp.IsLegacyVersion(sc.Version) {
 		return nil, "session_state"
 	}
-	s := &session{id: claims.FlowID, version: sc.Version, rawCaps: sc.Caps, expires: claims.Expiry,
+	s := &session{id: nonce, version: sc.Version, rawCaps: sc.Caps, expires: claims.Expiry,
 		client: ClientInfo{Name: sc.Name, Version: sc.ClientV}}
-	if len(sc.Caps) > 0 && json.Unmarshal(sc.Caps, &s.caps) != nil {
+	return s.withCaps()
+}
+
+// openRetired verifies a session whose sealing key left the ring,
+// against its record.
+func (l *legacy) openRetired(ctx context.Context, snap *snapshot, p *auth.Principal, nonce, id string) (*session, string) {
+	row, err := l.e.opts.Store.GetLegacySession(ctx, snap.tenantID, nonce)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, mrtr.ReasonUnknownKey
+	case err != nil:
+		return nil, "session_record"
+	case subtle.ConstantTimeCompare([]byte(row.TokenHash), []byte(hashHex(id))) != 1:
+		return nil, mrtr.ReasonUnknownKey
+	case row.PrincipalHash != hashHex(p.Binding()):
+		return nil, mrtr.ReasonPrincipal
+	case !time.Now().Before(row.ExpiresAt):
+		return nil, mrtr.ReasonExpired
+	case row.EndedAt != nil || l.ended.has(nonce):
+		return nil, mrtr.ReasonRevoked
+	case !mcp.IsLegacyVersion(row.ProtocolVersion):
 		return nil, "session_state"
 	}
-	if s.rawCaps == nil {
+	s := &session{id: nonce, version: row.ProtocolVersion, rawCaps: json.RawMessage(row.Capabilities),
+		expires: row.ExpiresAt, client: ClientInfo{Name: row.ClientName, Version: row.ClientVersion}}
+	return s.withCaps()
+}
+
+// withCaps decodes the session's capabilities.
+func (s *session) withCaps() (*session, string) {
+	if len(s.rawCaps) == 0 {
 		s.rawCaps = json.RawMessage(`{}`)
+	}
+	if json.Unmarshal(s.rawCaps, &s.caps) != nil {
+		return nil, "session_state"
 	}
 	return s, ""
 }
