@@ -173,7 +173,9 @@ func TestASessionServesOnlyItsOwnerOnItsTenant(t *testing.T) {
 	tampered := append([]byte(nil), raw...)
 	tampered[len(tampered)/2] ^= 1
 	try("no session", func(d *legacyClient) { d.session = "" }, 400)
-	try("forged", func(d *legacyClient) { d.session = nonce + ".v1." + base64.RawURLEncoding.EncodeToString(make([]byte, 200)) }, 404)
+	try("forged", func(d *legacyClient) {
+		d.session = nonce + ".v1." + base64.RawURLEncoding.EncodeToString(make([]byte, 200))
+	}, 404)
 	try("tampered", func(d *legacyClient) { d.session = nonce + ".v1." + base64.RawURLEncoding.EncodeToString(tampered) }, 404)
 	try("another nonce", func(d *legacyClient) { d.session = newNonce() + "." + token }, 404)
 	try("the nonce alone", func(d *legacyClient) { d.session = nonce }, 404)
