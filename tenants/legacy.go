@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/textproto"
 	"slices"
 	"time"
 
@@ -49,11 +50,12 @@ type LegacyOptions struct {
 
 // legacy serves the initialization era for an Endpoint.
 type legacy struct {
-	e     *Endpoint
-	opts  LegacyOptions
-	ended *endedSessions
-	relay *relay
-	done  chan struct{}
+	e      *Endpoint
+	opts   LegacyOptions
+	ended  *endedSessions
+	relay  *relay
+	levels *levels
+	done   chan struct{}
 }
 
 func newLegacy(ctx context.Context, e *Endpoint, opts LegacyOptions) *legacy {
@@ -63,7 +65,8 @@ func newLegacy(ctx context.Context, e *Endpoint, opts LegacyOptions) *legacy {
 	if opts.SessionTTL <= 0 || opts.SessionTTL > mrtr.MaxTTL {
 		opts.SessionTTL = mrtr.MaxTTL
 	}
-	l := &legacy{e: e, opts: opts, ended: newEndedSessions(), relay: newRelay(e.opts.Store, e.log), done: make(chan struct{})}
+	l := &legacy{e: e, opts: opts, ended: newEndedSessions(), relay: newRelay(e.opts.Store, e.log),
+		levels: newLevels(e.opts.Refresh), done: make(chan struct{})}
 	go l.run(ctx)
 	return l
 }
@@ -124,13 +127,18 @@ func (e *Endpoint) legacyRequest(r *http.Request, body []byte) bool {
 	return r.Method != http.MethodPost || legacyBody(r.Header, body)
 }
 
-var metaVersionKey = []byte(`"` + mcp.MetaProtocolVersion + `"`)
+var (
+	metaVersionKey = []byte(`"` + mcp.MetaProtocolVersion + `"`)
+	// versionHeader is the header's canonical key, so the stateless
+	// path's check allocates nothing.
+	versionHeader = textproto.CanonicalMIMEHeaderKey(mcp.HeaderProtocolVersion)
+)
 
 // legacyBody reports whether a POST is of the initialization era: its
 // headers do not name 2026-07-28 and its params._meta claims no version.
 // The body is scanned, and decoded only when it holds the claim's key.
 func legacyBody(h http.Header, body []byte) bool {
-	if h.Get(mcp.HeaderProtocolVersion) == mcp.Version {
+	if vs := h[versionHeader]; len(vs) > 0 && vs[0] == mcp.Version {
 		return false
 	}
 	if !bytes.Contains(body, metaVersionKey) {
@@ -441,6 +449,7 @@ func (l *legacy) setLevel(x *exchange, c *call, s *session, raw json.RawMessage)
 		l.storeFailed(x, c, err)
 		return
 	}
+	l.levels.put(s.id, p.Level)
 	x.answer(completed(map[string]any{}))
 }
 

@@ -109,7 +109,7 @@ type legFailure struct {
 
 // bridge serves a carrier request of a legacy session.
 func (l *legacy) bridge(x *exchange, c *call, s *session) {
-	row, err := l.sessionRow(x.ctx, c.snap, s)
+	level, err := l.sessionLevel(x.ctx, c.snap, s)
 	if err != nil {
 		l.storeFailed(x, c, err)
 		return
@@ -120,7 +120,7 @@ func (l *legacy) bridge(x *exchange, c *call, s *session) {
 		inbox: make(chan json.RawMessage, 16), cancel: cancel}
 	l.relay.hold(bc)
 	defer l.relay.release(bc)
-	b := &bridged{l: l, x: x, s: s, bc: bc, level: row.LogLevel, progressToken: c.progressToken}
+	b := &bridged{l: l, x: x, s: s, bc: bc, level: level, progressToken: c.progressToken}
 	b.run(ctx, c)
 }
 

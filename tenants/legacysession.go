@@ -297,3 +297,58 @@ func (l *legacy) sessionRow(ctx context.Context, snap *snapshot, s *session) (*s
 	}
 	return row, nil
 }
+
+// levels caches sessions' log levels for one refresh interval, so a
+// bridged call does not read its session's record each time: a level set
+// here is known at once, one set on another replica within the interval
+// (as a session ended there is).
+type levels struct {
+	mu    sync.Mutex
+	ttl   time.Duration
+	byID  map[string]levelEntry
+	limit int
+}
+
+type levelEntry struct {
+	level string
+	at    time.Time
+}
+
+func newLevels(ttl time.Duration) *levels {
+	return &levels{ttl: ttl, byID: map[string]levelEntry{}, limit: 100_000}
+}
+
+func (c *levels) get(id string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.byID[id]
+	if !ok || time.Since(e.at) >= c.ttl {
+		return "", false
+	}
+	return e.level, true
+}
+
+func (c *levels) put(id, level string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.byID) >= c.limit {
+		// Bounded: past the limit, start over rather than grow (the
+		// entries are a cache, each at most one interval old).
+		clear(c.byID)
+	}
+	c.byID[id] = levelEntry{level: level, at: time.Now()}
+}
+
+// sessionLevel is the session's log level, from the cache or its
+// record (errSessionGone when the record says it ended).
+func (l *legacy) sessionLevel(ctx context.Context, snap *snapshot, s *session) (string, error) {
+	if level, ok := l.levels.get(s.id); ok {
+		return level, nil
+	}
+	row, err := l.sessionRow(ctx, snap, s)
+	if err != nil {
+		return "", err
+	}
+	l.levels.put(s.id, row.LogLevel)
+	return row.LogLevel, nil
+}
