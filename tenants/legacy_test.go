@@ -286,6 +286,17 @@ func TestASessionEndsWithAnAdminOrItsTenantOnEveryReplica(t *testing.T) {
 	if n != float64(2) { // the two initialize opened above
 		t.Fatalf("ended %v", n)
 	}
+
+	// A deleted tenant's sessions are gone, even once its slug is given
+	// to a new tenant.
+	ca, cb = open()
+	a.MustAdmin(t, 204, "DELETE", "/api/v1/tenants/acme", nil)
+	a.MustAdmin(t, 201, "POST", "/api/v1/tenants", obj{"slug": "acme", "displayName": "Acme again", "reuseRetiredSlug": true,
+		"settings": obj{"auth": obj{"public": true}}})
+	platformtest.Eventually(t, 5*time.Second, "b does not serve the new tenant", func() bool { return initialize(b) })
+	if !gone(ca) || !gone(cb) {
+		t.Fatal("a deleted tenant's session is served by the tenant that took its slug")
+	}
 }
 
 func TestASessionExpires(t *testing.T) {

@@ -100,8 +100,8 @@ type urlAsk struct {
 // legFailure is why a round's requests got no usable answers.
 type legFailure struct {
 	// kind is timeout, refused, cancelled (by the client), gone (the
-	// client disconnected), ended (the session), shutdown, unavailable
-	// (the tenant).
+	// client disconnected), ended (the session), revoked (the flow, by
+	// an admin), shutdown, unavailable (the tenant).
 	kind   string
 	method string
 	detail string
@@ -287,6 +287,8 @@ func (b *bridged) stopped(c *call, f *legFailure) {
 		msg = fmt.Sprintf("The client refused the server's %s request (%s); the call was stopped.", f.method, f.detail)
 	case "ended":
 		msg = "The session ended; the call was stopped."
+	case "revoked":
+		msg = "The call was cancelled by an administrator."
 	case "shutdown":
 		msg = "The server is shutting down; call again."
 	default:
@@ -427,8 +429,18 @@ func (b *bridged) ask(ctx context.Context, reqs map[string]mrtr.InputRequest, ti
 	defer timer.Stop()
 	keepAlive := time.NewTicker(streamKeepAlive)
 	defer keepAlive.Stop()
+	// An admin's cancellation (here or on any replica) stops the wait at
+	// once rather than when the client answers.
+	revocation := time.NewTicker(b.l.e.opts.Refresh)
+	defer revocation.Stop()
+	rd := b.x.round
 	for len(answers) < len(keys) {
 		select {
+		case <-revocation.C:
+			if b.l.e.revoked.revoked(rd.TenantID, rd.FlowID) {
+				cancelRest("the call was cancelled")
+				return nil, nil, &legFailure{kind: "revoked"}
+			}
 		case <-ctx.Done():
 			f := b.stopFailure()
 			if f.kind != "gone" {

@@ -538,3 +538,40 @@ func TestABridgedFlowAndItsSessionOutliveAKeyRotation(t *testing.T) {
 		t.Fatalf("a deleted session with a retired key: %d", status)
 	}
 }
+
+func TestAnAdminCancellingABridgedFlowStopsItAtOnce(t *testing.T) {
+	h := newHook(t, answersHook)
+	p := setup(t, h)
+	h.setSecret(p.Tool(t, "acme", chainTool("order", h.URL)))
+	c := newLegacyClient(t, legacyURL(p, "acme"))
+	c.initialize("2025-11-25", legacyCaps)
+	var flowID string
+	msg, _ := c.exchange("tools/call", obj{"name": "order", "arguments": obj{}}, func(m map[string]any) bool {
+		if m["method"] == "elicitation/create" {
+			// The question is out; the user has not answered; an admin
+			// cancels the flow.
+			platformtest.Eventually(t, 5*time.Second, "the flow is not recorded", func() bool {
+				items := p.MustAdmin(t, 200, "GET", "/api/v1/tenants/acme/flows", nil)["items"].([]any)
+				if len(items) == 1 {
+					flowID = items[0].(map[string]any)["id"].(string)
+				}
+				return flowID != ""
+			})
+			p.MustAdmin(t, 200, "POST", "/api/v1/tenants/acme/flows/"+flowID+"/cancel", obj{"reason": "wrong order"})
+		}
+		return false
+	})
+	res, _ := msg["result"].(map[string]any)
+	if res["isError"] != true || !strings.Contains(toolText(t, res), "cancelled by an administrator") {
+		t.Fatalf("answer %v", msg)
+	}
+	if len(c.messages("notifications/cancelled")) != 1 {
+		t.Fatalf("the pending request was not cancelled: %v", c.seen)
+	}
+	if flow, _ := flowOf(t, p, flowID, "cancelled"); flow["cancelReason"] != "wrong order" {
+		t.Fatalf("flow %v", flow)
+	}
+	if h.last() != nil {
+		t.Fatal("the webhook was called")
+	}
+}
