@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 )
 
 // LegacySession is a session of an initialization-era client: what it
@@ -85,10 +87,37 @@ func (s *Store) SetLegacyLogLevel(ctx context.Context, tenantID, id, level strin
 	return s.updateLegacySession(ctx, tenantID, id, map[string]any{"log_level": level})
 }
 
-// SetLegacySubscriptions records a session's subscribed URIs (a JSON
-// array).
-func (s *Store) SetLegacySubscriptions(ctx context.Context, tenantID, id, uris string) error {
-	return s.updateLegacySession(ctx, tenantID, id, map[string]any{"subscriptions": uris})
+// UpdateLegacySubscriptions changes a live session's subscribed URIs
+// (kept as a JSON array) with change, under a row lock, so concurrent
+// subscribes of one session do not lose each other's. change may refuse
+// with an error, which is returned as is; ErrNotFound when the session
+// is not live.
+func (s *Store) UpdateLegacySubscriptions(ctx context.Context, tenantID, id string, change func(uris []string) ([]string, error)) error {
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var ls LegacySession
+		q := tx.Where("id = ? AND tenant_id = ? AND ended_at IS NULL", id, tenantID)
+		if s.dialect == Postgres {
+			q = q.Clauses(clause.Locking{Strength: "UPDATE"})
+		}
+		if err := q.Take(&ls).Error; err != nil {
+			return notFound(err, "legacy session "+id)
+		}
+		var uris []string
+		if ls.Subscriptions != "" {
+			if err := json.Unmarshal([]byte(ls.Subscriptions), &uris); err != nil {
+				return fmt.Errorf("legacy session %s: subscriptions: %w", id, err)
+			}
+		}
+		uris, err := change(uris)
+		if err != nil {
+			return err
+		}
+		raw, err := json.Marshal(uris)
+		if err != nil {
+			return err
+		}
+		return tx.Model(&LegacySession{}).Where("id = ?", id).Update("subscriptions", string(raw)).Error
+	})
 }
 
 func (s *Store) updateLegacySession(ctx context.Context, tenantID, id string, cols map[string]any) error {

@@ -463,33 +463,28 @@ func (l *legacy) subscribe(x *exchange, c *call, s *session) {
 		legacyFail(x, errInvalidParams("Invalid params: uri is longer than 2048 bytes"))
 		return
 	}
-	row, err := l.sessionRow(x.ctx, c.snap, s)
-	if err != nil {
-		l.storeFailed(x, c, err)
-		return
-	}
-	var uris []string
-	_ = json.Unmarshal([]byte(row.Subscriptions), &uris)
-	i := slices.Index(uris, c.uri)
-	switch {
-	case c.method == mcp.MethodSubscribe && i < 0:
-		if len(uris) >= maxSubscriptions {
-			legacyFail(x, errInvalidParams("Invalid params: a session may subscribe to at most 100 resources"))
-			return
+	errTooMany := errInvalidParams("Invalid params: a session may subscribe to at most 100 resources")
+	err := l.e.opts.Store.UpdateLegacySubscriptions(x.ctx, c.snap.tenantID, s.id, func(uris []string) ([]string, error) {
+		i := slices.Index(uris, c.uri)
+		switch {
+		case c.method == mcp.MethodSubscribe && i < 0:
+			if len(uris) >= maxSubscriptions {
+				return nil, errTooMany
+			}
+			return append(uris, c.uri), nil
+		case c.method == mcp.MethodUnsubscribe && i >= 0:
+			return slices.Delete(uris, i, i+1), nil
 		}
-		uris = append(uris, c.uri)
-	case c.method == mcp.MethodUnsubscribe && i >= 0:
-		uris = slices.Delete(uris, i, i+1)
+		return uris, nil
+	})
+	switch {
+	case errors.Is(err, errTooMany):
+		legacyFail(x, errTooMany)
+	case err != nil:
+		l.storeFailed(x, c, err)
 	default:
 		x.answer(completed(map[string]any{}))
-		return
 	}
-	raw, _ := json.Marshal(uris)
-	if err := l.e.opts.Store.SetLegacySubscriptions(x.ctx, c.snap.tenantID, s.id, string(raw)); err != nil {
-		l.storeFailed(x, c, err)
-		return
-	}
-	x.answer(completed(map[string]any{}))
 }
 
 // storeFailed answers a failed read or write of the session's record: an
@@ -508,7 +503,6 @@ func (l *legacy) storeFailed(x *exchange, c *call, err error) {
 // end answers DELETE: the session ends on every replica (its calls held
 // anywhere stop, its id gets 404 from now on).
 func (l *legacy) end(x *exchange, snap *snapshot, p *auth.Principal) {
-	x.round.Method = "DELETE"
 	s, ok := l.session(x, snap, p)
 	if !ok {
 		return
@@ -586,7 +580,6 @@ const streamKeepAlive = 15 * time.Second
 // resources it subscribed to. It ends with the session, the client, or
 // the replica.
 func (l *legacy) stream(x *exchange, snap *snapshot, p *auth.Principal) {
-	x.round.Method = "GET"
 	s, ok := l.session(x, snap, p)
 	if !ok {
 		return

@@ -403,6 +403,15 @@ func TestTheSessionStreamCarriesListChangesAndResourceUpdates(t *testing.T) {
 	if m := next(); m["method"] != "notifications/tools/list_changed" {
 		t.Fatalf("an unsubscribed resource was announced: %v", m)
 	}
+	// A session subscribes to at most 100 resources.
+	for i := 0; i < 99; i++ {
+		c.result("resources/subscribe", obj{"uri": fmt.Sprintf("test://r%d", i)})
+	}
+	c.result("resources/subscribe", obj{"uri": "test://r0"}) // again: no change
+	c.result("resources/subscribe", obj{"uri": "test://doc"})
+	if msg, _ := c.call("resources/subscribe", obj{"uri": "test://one-too-many"}); msg["error"].(map[string]any)["code"] != float64(-32602) {
+		t.Fatalf("the 101st subscription: %v", msg)
+	}
 	// The session ends: so does its stream.
 	platformtest.Do(t, "DELETE", c.url, c.header(), nil)
 	done := make(chan bool)
