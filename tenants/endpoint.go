@@ -64,6 +64,9 @@ type Options struct {
 	// streams open at once on this replica (defaults 1000 and 20).
 	StreamMaxLifetime                     time.Duration
 	StreamsPerTenant, StreamsPerPrincipal int
+	// Legacy configures serving initialization-era clients; off unless
+	// Legacy.Serve.
+	Legacy LegacyOptions
 }
 
 // Endpoint serves every tenant's MCP endpoint, POST /t/{slug}/mcp, at
@@ -82,6 +85,7 @@ type Endpoint struct {
 	verifier   *auth.Verifier
 	tel        roundTelemetry
 	sinks      sinks
+	legacy     *legacy // nil when legacy clients are not served
 
 	publicHost   string
 	allowedHosts map[string]bool
@@ -156,6 +160,9 @@ func New(ctx context.Context, opts Options) (*Endpoint, error) {
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	e.stop = cancel
+	if opts.Legacy.Serve {
+		e.legacy = newLegacy(rctx, e, opts.Legacy)
+	}
 	go e.refresh(rctx)
 	return e, nil
 }
@@ -165,6 +172,9 @@ func (e *Endpoint) Close() {
 	e.closeOne.Do(func() {
 		e.stop()
 		<-e.done
+		if e.legacy != nil {
+			e.legacy.close()
+		}
 		e.hub.close()
 	})
 }
@@ -189,6 +199,11 @@ func (e *Endpoint) refresh(ctx context.Context) {
 		case <-t.C:
 		}
 		e.catalogues.refreshAll(ctx)
+		if e.legacy != nil {
+			// After the catalogues: a tenant disabled and enabled again
+			// between two refreshes is served with its ended sessions known.
+			e.legacy.refreshEnded(ctx)
+		}
 		if rv, err := e.opts.Store.RevokedFlows(ctx); err == nil {
 			set := map[string]map[string]bool{}
 			for _, f := range rv {
@@ -206,7 +221,12 @@ func (e *Endpoint) refresh(ctx context.Context) {
 
 // Invalidate reloads a tenant's catalogue now; the admin API calls it
 // after a change so this replica serves its own writes at once.
-func (e *Endpoint) Invalidate(ctx context.Context, slug string) { e.catalogues.invalidate(ctx, slug) }
+func (e *Endpoint) Invalidate(ctx context.Context, slug string) {
+	e.catalogues.invalidate(ctx, slug)
+	if e.legacy != nil {
+		e.legacy.refreshEnded(ctx) // disabling a tenant ends its sessions
+	}
+}
 
 // Slug returns the slug of the tenant with id tenantID as of the last
 // refresh (no database read): metric collection maps the key rings'
@@ -251,9 +271,9 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		x.fail(newError(http.StatusNotFound, mcp.CodeInvalidRequest, "Not an MCP endpoint", nil))
 		return
 	}
-	if r.Method != http.MethodPost {
+	if r.Method != http.MethodPost && !e.legacyStream(r) {
 		// The stateless revision has no GET stream and no session to
-		// DELETE.
+		// DELETE (a legacy session's GET and DELETE are served below).
 		w.Header().Set("Allow", "POST")
 		x.fail(newError(http.StatusMethodNotAllowed, mcp.CodeInvalidRequest, "Method not allowed: this endpoint accepts POST only", nil))
 		return
@@ -272,6 +292,12 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body, ok := e.readBody(x)
 	if !ok {
+		return
+	}
+	if e.legacyRequest(r, body) {
+		// An initialization-era client (legacy.go): its session, its
+		// stream, and flows bridged onto it.
+		e.serveLegacy(x, snap, principal, body)
 		return
 	}
 	q, rerr := parseRequest(body)

@@ -48,9 +48,13 @@ type Round struct {
 	Target     string
 	Registered bool
 	// ProtocolVersion is the revision the request declared; Era is the
-	// protocol era the endpoint served it in (EraStateless today).
+	// protocol era the endpoint served it in: EraStateless, or the
+	// revision a legacy session negotiated (2025-11-25, …).
 	ProtocolVersion string
 	Era             string
+	// SessionID is the legacy session's id as traces and admins know it
+	// (its nonce, never the sealed token); "" for stateless requests.
+	SessionID string
 	// Client is the client's clientInfo, as it declared it.
 	Client ClientInfo
 	// Principal is the verified caller; nil on a public tenant and for
