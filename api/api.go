@@ -102,6 +102,9 @@ type Options struct {
 	TraceURL string
 	// Keys manages per-tenant key rings; nil disables the keys routes.
 	Keys KeyAdmin
+	// Sessions ends legacy client sessions; nil: they cannot be ended
+	// here (they can still be listed).
+	Sessions SessionAdmin
 }
 
 // Server is the admin API.
@@ -132,6 +135,7 @@ func Register(r gin.IRouter, opts Options) *Server {
 	v1.DELETE("/tenants/:slug", s.deleteTenant)
 	s.registerFlows(v1)
 	s.registerKeys(v1)
+	s.registerSessions(v1)
 	for _, k := range kinds {
 		k.register(s, v1.Group("/tenants/:slug/"+k.path()))
 	}

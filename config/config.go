@@ -47,6 +47,7 @@ type Config struct {
 	Keys                 KeysConfig
 	Flows                FlowsConfig
 	Limits               LimitsConfig
+	Legacy               LegacyConfig
 
 	// AllowPrivateTargets lets every outbound call a tenant controls
 	// (webhooks, OpenID discovery, JWKS, redirects) reach loopback,
@@ -102,6 +103,7 @@ func Flags(fs *flag.FlagSet) *Config {
 	keysFlags(fs, &c.Keys)
 	flowsFlags(fs, &c.Flows)
 	limitsFlags(fs, &c.Limits)
+	legacyFlags(fs, &c.Legacy)
 	httpFlags(fs, &c.HTTP)
 	return c
 }
@@ -243,6 +245,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Keys.validate()...)
 	errs = append(errs, c.Flows.validate()...)
 	errs = append(errs, c.Limits.validate()...)
+	errs = append(errs, c.Legacy.validate()...)
 	errs = append(errs, c.HTTP.validate()...)
 	if c.HTTP.MetricsListen != "" && !c.Metrics {
 		errs = append(errs, errors.New("metrics-listen is set but metrics is off: set metrics=true, or drop metrics-listen"))

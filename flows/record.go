@@ -3,12 +3,11 @@ package flows
 import (
 	"encoding/json"
 	"maps"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/opsmcp/platform/internal/bounded"
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/store"
@@ -74,8 +73,8 @@ func write(rd *tenants.Round, replica string, running bool) (store.RoundWrite, b
 		TenantSlug:    rd.Tenant,
 		Method:        rd.Method,
 		Target:        rd.Target,
-		ClientName:    clip(rd.Client.Name, 200),
-		ClientVersion: clip(rd.Client.Version, 100),
+		ClientName:    rd.Client.Name,
+		ClientVersion: rd.Client.Version,
 		Era:           rd.Era,
 		Replica:       replica,
 		StartedAt:     rd.FlowStart,
@@ -200,37 +199,13 @@ func questionsJSON(asked map[string]mrtr.InputRequest) json.RawMessage {
 				URL             string          `json:"url"`
 			}
 			_ = json.Unmarshal(r.Params, &p)
-			q.Message, q.RequestedSchema, q.URL = clip(p.Message, maxQuestionText), p.RequestedSchema, stripQuery(p.URL)
+			q.Message, q.RequestedSchema, q.URL = bounded.String(p.Message, maxQuestionText), p.RequestedSchema, bounded.URL(p.URL, bounded.Value)
 		default:
-			q.Message = clip(mrtr.DescribeRequest(r), maxQuestionText)
+			q.Message = bounded.String(mrtr.DescribeRequest(r), maxQuestionText)
 		}
 		qs = append(qs, q)
 	}
 	return jsonRaw(qs)
-}
-
-// stripQuery drops a URL's query and fragment.
-func stripQuery(raw string) string {
-	if raw == "" {
-		return ""
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	u.RawQuery, u.Fragment, u.User = "", "", nil
-	return u.String()
-}
-
-// clip cuts s to at most n bytes, on a character boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 func jsonRaw(v any) json.RawMessage {

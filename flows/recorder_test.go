@@ -64,15 +64,3 @@ func TestOnlyRoundsOfFlowsAreRecorded(t *testing.T) {
 		})
 	}
 }
-
-func TestQuestionsAreRecordedWithoutURLQueries(t *testing.T) {
-	if got := stripQuery("https://login.example/cb?code=secret#frag"); got != "https://login.example/cb" {
-		t.Fatalf("stripQuery = %q", got)
-	}
-	if got := stripQuery("https://user:pw@login.example/x"); got != "https://login.example/x" {
-		t.Fatalf("stripQuery kept credentials: %q", got)
-	}
-	if got := clip("añb", 2); got != "a…" {
-		t.Fatalf("clip cut inside a character: %q", got)
-	}
-}

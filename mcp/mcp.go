@@ -10,7 +10,28 @@ const (
 	// Version is the revision of stateless, per-request metadata that
 	// every tenant endpoint speaks.
 	Version = "2026-07-28"
+
+	// Revisions of the initialization era, which the endpoints also
+	// serve: a client that opens with initialize gets a session at one
+	// of these.
+	Version20251125 = "2025-11-25"
+	Version20250618 = "2025-06-18"
+	Version20250326 = "2025-03-26"
 )
+
+// LegacyVersions are the initialization-era revisions served, newest
+// first: initialize echoes a requested one and offers the first
+// otherwise.
+var LegacyVersions = []string{Version20251125, Version20250618, Version20250326}
+
+// IsLegacyVersion reports whether v is one of LegacyVersions.
+func IsLegacyVersion(v string) bool {
+	switch v {
+	case Version20251125, Version20250618, Version20250326:
+		return true
+	}
+	return false
+}
 
 // Methods, client to server.
 const (
@@ -53,6 +74,7 @@ const (
 	NotificationResourceUpdated          = "notifications/resources/updated"
 	NotificationSubscriptionsAcknowledge = "notifications/subscriptions/acknowledged"
 	NotificationElicitationComplete      = "notifications/elicitation/complete"
+	NotificationRootsListChanged         = "notifications/roots/list_changed"
 )
 
 // HTTP headers of the Streamable HTTP transport.
@@ -64,6 +86,8 @@ const (
 	// sent as a header.
 	HeaderParamPrefix = "Mcp-Param-"
 	HeaderSessionID   = "Mcp-Session-Id"
+	// HeaderLastEventID asks a legacy server to resume a stream.
+	HeaderLastEventID = "Last-Event-ID"
 )
 
 // Keys of the per-request and per-result _meta.
@@ -78,12 +102,15 @@ const (
 
 // JSON-RPC and MCP error codes.
 const (
-	CodeParseError                = -32700
-	CodeInvalidRequest            = -32600
-	CodeMethodNotFound            = -32601
-	CodeInvalidParams             = -32602
-	CodeInternalError             = -32603
-	CodeResourceNotFound          = -32002
+	CodeParseError       = -32700
+	CodeInvalidRequest   = -32600
+	CodeMethodNotFound   = -32601
+	CodeInvalidParams    = -32602
+	CodeInternalError    = -32603
+	CodeResourceNotFound = -32002
+	// CodeSessionNotFound answers a legacy request whose session is
+	// unknown, expired or ended (with HTTP 404), as the reference SDKs do.
+	CodeSessionNotFound           = -32001
 	CodeHeaderMismatch            = -32020
 	CodeMissingRequiredCapability = -32021
 	CodeUnsupportedVersion        = -32022

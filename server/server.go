@@ -193,6 +193,8 @@ func New(ctx context.Context, in *config.Config, log *slog.Logger, version strin
 		StreamsPerPrincipal: cfg.Limits.StreamsPerPrincipal,
 		Keys:                keyRings(km),
 		Version:             version,
+		Legacy: tenants.LegacyOptions{Serve: cfg.Legacy.Serve, RoundTimeout: cfg.Legacy.RoundTimeout,
+			MaxRounds: cfg.Legacy.MaxRounds, SessionTTL: cfg.Legacy.SessionTTL},
 		// Discovery and JWKS fetches dial through the same egress policy as
 		// webhooks: the issuer URL is the tenant's to choose.
 		Verifier: auth.NewVerifier(auth.VerifierOptions{
@@ -274,6 +276,7 @@ func New(ctx context.Context, in *config.Config, log *slog.Logger, version strin
 		Flows:          fl.service,
 		TraceURL:       cfg.Flows.TraceURL,
 		Keys:           keyAdmin(km),
+		Sessions:       reg,
 	})
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", s.ready)

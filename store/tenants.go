@@ -184,6 +184,13 @@ func (s *Store) UpdateTenant(ctx context.Context, slug string, ifVersion int64, 
 			return fmt.Errorf("tenant %q changed concurrently: %w", slug, ErrVersionMismatch)
 		}
 		t.CatalogueVersion++
+		if t.Disabled {
+			// A disabled tenant's legacy sessions end with it, so they do
+			// not come back if it is enabled again.
+			if _, err := endLegacySessions(tx, t.ID, "tenant disabled"); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 	if err != nil {

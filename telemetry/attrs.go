@@ -7,6 +7,7 @@ import "go.opentelemetry.io/otel/attribute"
 const (
 	AttrMCPMethod          = attribute.Key("mcp.method.name")
 	AttrMCPProtocolVersion = attribute.Key("mcp.protocol.version")
+	AttrMCPSessionID       = attribute.Key("mcp.session.id") // legacy sessions only
 	AttrMCPResourceURI     = attribute.Key("mcp.resource.uri")
 	AttrJSONRPCRequestID   = attribute.Key("jsonrpc.request.id")
 	AttrRPCStatusCode      = attribute.Key("rpc.response.status_code")

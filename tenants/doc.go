@@ -18,6 +18,14 @@
 //     (webhookclient.go);
 //   - exchange.go: the answer written, as JSON or as an event stream.
 //
+// The same endpoint serves initialization-era clients (2025-11-25 and
+// earlier), decided per request (legacy.go): initialize starts a session
+// whose id any replica verifies (legacysession.go); a session's
+// tools/call, prompts/get and resources/read run the same rounds, bridged
+// onto the call's event stream as server-to-client requests
+// (legacybridge.go), with the client's answers relayed from whichever
+// replica receives them (legacyrelay.go).
+//
 // The facts of the round are gathered on the way into one Round value
 // (round.go) and handed, once, after the answer is written, to every
 // RoundSink: telemetry (telemetry.go: the span, its attributes, the

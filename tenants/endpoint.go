@@ -2,6 +2,7 @@ package tenants
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/opsmcp/platform/auth"
 	"github.com/opsmcp/platform/egress"
+	"github.com/opsmcp/platform/internal/bounded"
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/store"
@@ -62,6 +64,9 @@ type Options struct {
 	// streams open at once on this replica (defaults 1000 and 20).
 	StreamMaxLifetime                     time.Duration
 	StreamsPerTenant, StreamsPerPrincipal int
+	// Legacy configures serving initialization-era clients; off unless
+	// Legacy.Serve.
+	Legacy LegacyOptions
 }
 
 // Endpoint serves every tenant's MCP endpoint, POST /t/{slug}/mcp, at
@@ -80,6 +85,7 @@ type Endpoint struct {
 	verifier   *auth.Verifier
 	tel        roundTelemetry
 	sinks      sinks
+	legacy     *legacy // nil when legacy clients are not served
 
 	publicHost   string
 	allowedHosts map[string]bool
@@ -154,6 +160,9 @@ func New(ctx context.Context, opts Options) (*Endpoint, error) {
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	e.stop = cancel
+	if opts.Legacy.Serve {
+		e.legacy = newLegacy(rctx, e, opts.Legacy)
+	}
 	go e.refresh(rctx)
 	return e, nil
 }
@@ -163,6 +172,9 @@ func (e *Endpoint) Close() {
 	e.closeOne.Do(func() {
 		e.stop()
 		<-e.done
+		if e.legacy != nil {
+			e.legacy.close()
+		}
 		e.hub.close()
 	})
 }
@@ -187,6 +199,11 @@ func (e *Endpoint) refresh(ctx context.Context) {
 		case <-t.C:
 		}
 		e.catalogues.refreshAll(ctx)
+		if e.legacy != nil {
+			// After the catalogues: a tenant disabled and enabled again
+			// between two refreshes is served with its ended sessions known.
+			e.legacy.refreshEnded(ctx)
+		}
 		if rv, err := e.opts.Store.RevokedFlows(ctx); err == nil {
 			set := map[string]map[string]bool{}
 			for _, f := range rv {
@@ -204,7 +221,12 @@ func (e *Endpoint) refresh(ctx context.Context) {
 
 // Invalidate reloads a tenant's catalogue now; the admin API calls it
 // after a change so this replica serves its own writes at once.
-func (e *Endpoint) Invalidate(ctx context.Context, slug string) { e.catalogues.invalidate(ctx, slug) }
+func (e *Endpoint) Invalidate(ctx context.Context, slug string) {
+	e.catalogues.invalidate(ctx, slug)
+	if e.legacy != nil {
+		e.legacy.refreshEnded(ctx) // disabling a tenant ends its sessions
+	}
+}
 
 // Slug returns the slug of the tenant with id tenantID as of the last
 // refresh (no database read): metric collection maps the key rings'
@@ -249,9 +271,9 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		x.fail(newError(http.StatusNotFound, mcp.CodeInvalidRequest, "Not an MCP endpoint", nil))
 		return
 	}
-	if r.Method != http.MethodPost {
+	if r.Method != http.MethodPost && !e.legacyStream(r) {
 		// The stateless revision has no GET stream and no session to
-		// DELETE.
+		// DELETE (a legacy session's GET and DELETE are served below).
 		w.Header().Set("Allow", "POST")
 		x.fail(newError(http.StatusMethodNotAllowed, mcp.CodeInvalidRequest, "Method not allowed: this endpoint accepts POST only", nil))
 		return
@@ -272,8 +294,14 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if e.legacyRequest(r, body) {
+		// An initialization-era client (legacy.go): its session, its
+		// stream, and flows bridged onto it.
+		e.serveLegacy(x, snap, principal, body)
+		return
+	}
 	q, rerr := parseRequest(body)
-	x.round.Method, x.round.RequestID = q.method, q.id
+	x.id, x.round.Method, x.round.RequestID = q.id, q.method, boundedID(q.id)
 	if rerr != nil {
 		x.fail(rerr)
 		return
@@ -318,8 +346,13 @@ func (e *Endpoint) arrive(w http.ResponseWriter, r *http.Request) *exchange {
 // work from here on is traced under it.
 func (e *Endpoint) begin(x *exchange, c *call) {
 	rd := x.round
-	rd.ProtocolVersion, rd.Client = c.version, c.client
-	rd.Target = c.target()
+	rd.ProtocolVersion = c.version
+	rd.Client = ClientInfo{Name: bounded.String(c.client.Name, bounded.Value), Version: bounded.String(c.client.Version, bounded.Value)}
+	if c.uri != "" {
+		rd.Target = bounded.URL(c.uri, bounded.Value)
+	} else {
+		rd.Target = bounded.String(c.name, bounded.Value)
+	}
 	switch c.method {
 	case mcp.MethodToolsCall:
 		if t := c.snap.tools[c.name]; t != nil {
@@ -530,4 +563,18 @@ func httpVersion(r *http.Request) string {
 		return "3"
 	}
 	return "1." + strconv.Itoa(r.ProtoMinor)
+}
+
+// boundedID is a request id fit to record: as sent when short, else a
+// string of the first bytes of its value.
+func boundedID(id json.RawMessage) json.RawMessage {
+	if len(id) <= bounded.Value {
+		return id
+	}
+	s := string(id)
+	if id[0] == '"' {
+		_ = json.Unmarshal(id, &s)
+	}
+	b, _ := json.Marshal(bounded.String(s, bounded.Value))
+	return b
 }

@@ -34,6 +34,9 @@ type exchange struct {
 	req   *http.Request
 	ctx   context.Context
 	round *Round // &rd
+	// id is the request's id as sent, which the answer echoes (the round
+	// records a bounded copy).
+	id json.RawMessage
 
 	// rd and st are the round and its tracing state, allocated with the
 	// exchange.
@@ -70,7 +73,7 @@ func (x *exchange) answer(a answer) {
 
 func (x *exchange) write(result any) {
 	x.round.Answered = true
-	msg := response{JSONRPC: "2.0", ID: x.round.RequestID, Result: result}
+	msg := response{JSONRPC: "2.0", ID: x.id, Result: result}
 	if x.sse != nil {
 		_ = x.sse.send(msg)
 		return
@@ -82,10 +85,10 @@ func (x *exchange) write(result any) {
 func (x *exchange) fail(e *rpcError) {
 	x.round.ErrorCode, x.round.ErrorMessage, x.round.Answered = e.Code, e.Message, true
 	if x.sse != nil && x.sse.started {
-		_ = x.sse.send(response{JSONRPC: "2.0", ID: x.round.RequestID, Error: e})
+		_ = x.sse.send(response{JSONRPC: "2.0", ID: x.id, Error: e})
 		return
 	}
-	writeError(x.w, x.round.RequestID, e)
+	writeError(x.w, x.id, e)
 }
 
 // delivering is told that the webhook is about to be called: a client

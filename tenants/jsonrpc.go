@@ -101,6 +101,9 @@ type sseWriter struct {
 	flusher http.Flusher
 	started bool
 	n       int
+	// noIDs leaves event ids out: a legacy client that sees one takes
+	// the stream as resumable, and this server does not resume streams.
+	noIDs bool
 }
 
 func newSSE(w http.ResponseWriter) *sseWriter {
@@ -129,9 +132,12 @@ func (s *sseWriter) send(msg any) error {
 	}
 	s.n++
 	var buf bytes.Buffer
-	buf.WriteString("id: ")
-	buf.WriteString(strconv.Itoa(s.n))
-	buf.WriteString("\nevent: message\ndata: ")
+	if !s.noIDs {
+		buf.WriteString("id: ")
+		buf.WriteString(strconv.Itoa(s.n))
+		buf.WriteString("\n")
+	}
+	buf.WriteString("event: message\ndata: ")
 	buf.Write(body)
 	buf.WriteString("\n\n")
 	if _, err := s.w.Write(buf.Bytes()); err != nil {

@@ -2,13 +2,11 @@ package tenants
 
 import (
 	"encoding/json"
-	"net/http"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/opsmcp/platform/auth"
 	"github.com/opsmcp/platform/mcp"
 )
 
@@ -168,28 +166,19 @@ func (e *Endpoint) listen(x *exchange, c *call) {
 	// Static resources never change content in place (a change is a new
 	// catalogue version, announced by resourcesListChanged), so
 	// per-resource subscriptions are not offered.
-	ch, cancel, err := e.hub.subscribe(c.snap.slug, c.principal.Binding())
-	if err != nil {
-		x.fail(newError(http.StatusTooManyRequests, mcp.CodeInvalidRequest, "Too many open subscription streams: "+err.Error()+"; close one first", nil))
+	hold, ok := e.holdStream(x, c.snap, c.principal)
+	if !ok {
 		return
 	}
-	defer cancel()
+	defer hold.release()
 	sse := newSSE(x.w)
 	x.sse, x.round.Answered = sse, true
-	// The stream ends at its maximum lifetime, or when the caller's token
-	// expires, whichever comes first: a stream never outlives its reason.
-	deadline := time.Now().Add(e.opts.StreamMaxLifetime)
-	if p := c.principal; p != nil && !p.Expires.IsZero() && p.Expires.Before(deadline) {
-		deadline = p.Expires
-	}
-	ending := time.NewTimer(time.Until(deadline))
-	defer ending.Stop()
 	end := func() { x.answer(completed(map[string]any{"resultType": mcp.ResultTypeComplete, "_meta": meta})) }
 	if err := sse.send(notification{JSONRPC: "2.0", Method: mcp.NotificationSubscriptionsAcknowledge,
 		Params: map[string]any{"notifications": agreed, "_meta": meta}}); err != nil {
 		return
 	}
-	keepAlive := time.NewTicker(15 * time.Second)
+	keepAlive := time.NewTicker(streamKeepAlive)
 	defer keepAlive.Stop()
 	for {
 		select {
@@ -199,16 +188,16 @@ func (e *Endpoint) listen(x *exchange, c *call) {
 			if sse.comment() != nil {
 				return
 			}
-		case <-ending.C:
+		case <-hold.ending.C:
 			end()
 			return
-		case ch, ok := <-ch:
+		case ch, ok := <-hold.changes:
 			if !ok {
 				// Shutting down: end the subscription gracefully.
 				end()
 				return
 			}
-			if ch.tenant && !e.mayStay(x, c) {
+			if ch.tenant && !e.mayStay(x, c.snap, c.principal) {
 				end()
 				return
 			}
@@ -228,25 +217,4 @@ func (e *Endpoint) listen(x *exchange, c *call) {
 			}
 		}
 	}
-}
-
-// mayStay reports whether a stream opened by c may stay open as the
-// tenant is now: it still exists and is enabled, and the caller's token
-// would still be accepted by it (same issuer trusted, audience, scopes,
-// machine consent), or the tenant is public. The verifier remembers the
-// token, so the re-check costs no signature.
-func (e *Endpoint) mayStay(x *exchange, c *call) bool {
-	snap, err := e.catalogues.lookup(x.ctx, c.snap.slug)
-	if err != nil || snap == nil || snap.disabled || snap.tenantID != c.snap.tenantID {
-		return false
-	}
-	if snap.settings.Auth.Public {
-		return true
-	}
-	tok, ok := auth.BearerToken(x.req.Header)
-	if !ok {
-		return false
-	}
-	p, err := e.verifier.Verify(x.ctx, tok, snap.settings.Auth, snap.audience)
-	return err == nil && p.Binding() == c.principal.Binding()
 }

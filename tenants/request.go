@@ -206,14 +206,6 @@ func (q *request) decodeTarget(h http.Header) *rpcError {
 	return nil
 }
 
-// target is the name or URI the request names, if any.
-func (q *request) target() string {
-	if q.uri != "" {
-		return q.uri
-	}
-	return q.name
-}
-
 // wantsEvents reports whether the client asked for progress or log
 // messages, which makes a webhook's answer stream.
 func (q *request) wantsEvents() bool { return q.progressToken != nil || q.logLevel != "" }

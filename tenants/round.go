@@ -37,17 +37,24 @@ type Round struct {
 
 	// Method is the JSON-RPC method as sent (anything a client wrote;
 	// sinks bound it before using it as a label); RequestID the request's
-	// id as sent, nil for none.
+	// id as sent, nil for none (an id longer than bounded.Value bytes is
+	// recorded as a string of its first bytes).
 	Method    string
 	RequestID json.RawMessage
-	// Target is the tool or prompt name, or the resource URI, of a
-	// method that names one; Registered says the tenant registered it.
+	// Target is the tool or prompt name, or the resource URI (without its
+	// user information, query and fragment), of a method that names one,
+	// cut to bounded.Value bytes like Client's fields; Registered says the
+	// tenant registered it.
 	Target     string
 	Registered bool
 	// ProtocolVersion is the revision the request declared; Era is the
-	// protocol era the endpoint served it in (EraStateless today).
+	// protocol era the endpoint served it in: EraStateless, or the
+	// revision a legacy session negotiated (2025-11-25, …).
 	ProtocolVersion string
 	Era             string
+	// SessionID is the legacy session's id as traces and admins know it
+	// (its nonce, never the sealed token); "" for stateless requests.
+	SessionID string
 	// Client is the client's clientInfo, as it declared it.
 	Client ClientInfo
 	// Principal is the verified caller; nil on a public tenant and for

@@ -392,3 +392,74 @@ func deliveries(h *hook) int {
 	defer h.mu.Unlock()
 	return len(h.requests)
 }
+
+// openSessionStream opens a legacy session's GET stream and returns its
+// status, and a channel closed when the stream ends.
+func openSessionStream(t *testing.T, c *legacyClient) (int, <-chan struct{}) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
+	req.Header = c.header()
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+	}()
+	return resp.StatusCode, done
+}
+
+// TestALegacySessionsStreamEndsWithItsReasonToo: the GET stream of an
+// initialization-era session is held like subscriptions/listen: it ends
+// when the caller's token expires or the tenant stops trusting its
+// issuer, and counts against the caller's limit of streams.
+func TestALegacySessionsStreamEndsWithItsReasonToo(t *testing.T) {
+	is := startMintingIssuer(t)
+	p := platformtest.Start(t, platformtest.SQLiteURL(t), platformtest.WithConfig(func(c *config.Config) {
+		c.Limits.StreamsPerPrincipal = 2
+	}))
+	trustingTenant(t, p, "acme", is.URL)
+	session := func(token string) *legacyClient {
+		c := newLegacyClient(t, legacyURL(p, "acme"))
+		c.token = token
+		c.initialize("2025-11-25", obj{})
+		return c
+	}
+
+	t.Run("token expires", func(t *testing.T) {
+		status, done := openSessionStream(t, session(is.token(t, "alice", time.Now().Add(2*time.Second))))
+		if status != 200 {
+			t.Fatalf("GET: HTTP %d", status)
+		}
+		testwait.Recv(t, done, "the stream to end as the token expires")
+	})
+	t.Run("a second stream and a listen stream fill the caller's place", func(t *testing.T) {
+		tok := is.token(t, "bob", time.Now().Add(time.Hour))
+		c := session(tok)
+		if status, _ := openSessionStream(t, c); status != 200 {
+			t.Fatalf("GET: HTTP %d", status)
+		}
+		if s := openStream(t, p.URL, "acme", tok); s.Status != 200 {
+			t.Fatalf("listen: HTTP %d %s", s.Status, s.Body)
+		}
+		if status, _ := openSessionStream(t, c); status != http.StatusTooManyRequests {
+			t.Fatalf("a third stream of one caller: HTTP %d, want 429", status)
+		}
+	})
+	t.Run("issuer removed", func(t *testing.T) {
+		status, done := openSessionStream(t, session(is.token(t, "carol", time.Now().Add(time.Hour))))
+		if status != 200 {
+			t.Fatalf("GET: HTTP %d", status)
+		}
+		p.MustAdmin(t, 200, "PATCH", "/api/v1/tenants/acme", obj{"settings": obj{"auth": obj{
+			"issuers": []obj{{"issuer": "https://other.example", "audiences": []string{"app"}}}}}})
+		testwait.Recv(t, done, "the stream to end as its issuer is removed")
+	})
+}

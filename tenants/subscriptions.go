@@ -3,33 +3,44 @@ package tenants
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"sync"
+	"time"
+
+	"github.com/opsmcp/platform/auth"
+	"github.com/opsmcp/platform/mcp"
 )
 
 // listChanges says which lists of a tenant changed, and whether the
-// tenant itself did (its settings, disabled, deleted): then every stream
-// re-checks it may go on.
+// content of a static resource did (which legacy sessions subscribed to
+// it are told of), and whether the tenant itself did (its settings,
+// disabled, deleted): then every stream re-checks it may go on.
 type listChanges struct {
 	tools, prompts, resources bool
+	contents                  bool
 	tenant                    bool
 }
 
 // everything is the change of a tenant that is gone.
 var everything = listChanges{tools: true, prompts: true, resources: true, tenant: true}
 
-func (c listChanges) any() bool { return c.tools || c.prompts || c.resources || c.tenant }
-
-func (c listChanges) merge(o listChanges) listChanges {
-	return listChanges{c.tools || o.tools, c.prompts || o.prompts, c.resources || o.resources, c.tenant || o.tenant}
+func (c listChanges) any() bool {
+	return c.tools || c.prompts || c.resources || c.contents || c.tenant
 }
 
-// changes compares two snapshots' rendered lists; any new snapshot is a
-// change of the tenant for the streams to re-check.
+func (c listChanges) merge(o listChanges) listChanges {
+	return listChanges{c.tools || o.tools, c.prompts || o.prompts, c.resources || o.resources,
+		c.contents || o.contents, c.tenant || o.tenant}
+}
+
+// changes compares two snapshots' rendered lists and resources; any new
+// snapshot is a change of the tenant for the streams to re-check.
 func changes(old, cur *snapshot) listChanges {
 	return listChanges{
 		tools:     !sameList(old.toolList, cur.toolList),
 		prompts:   !sameList(old.promptLst, cur.promptLst),
 		resources: !sameList(old.resList, cur.resList) || !sameList(old.tmplList, cur.tmplList),
+		contents:  !sameResources(old.resources, cur.resources),
 		tenant:    true,
 	}
 }
@@ -141,4 +152,56 @@ func (h *hub) close() {
 		}
 	}
 	h.subs = map[string]map[chan listChanges]struct{}{}
+}
+
+// streamHold is what a long-lived stream (subscriptions/listen, a legacy
+// session's GET) holds: its place among the tenant's and the caller's
+// streams, the tenant's changes, and the time it must end by.
+type streamHold struct {
+	changes chan listChanges
+	ending  *time.Timer
+	leave   func()
+}
+
+func (h *streamHold) release() {
+	h.ending.Stop()
+	h.leave()
+}
+
+// holdStream takes a stream's place for principal p (nil: none) on the
+// tenant, or answers 429 when the tenant or the caller holds as many as
+// it may. The stream must end at its maximum lifetime or when the
+// caller's token expires, whichever comes first: ending fires then.
+func (e *Endpoint) holdStream(x *exchange, snap *snapshot, p *auth.Principal) (*streamHold, bool) {
+	ch, leave, err := e.hub.subscribe(snap.slug, p.Binding())
+	if err != nil {
+		x.fail(newError(http.StatusTooManyRequests, mcp.CodeInvalidRequest, "Too many open streams: "+err.Error()+"; close one first", nil))
+		return nil, false
+	}
+	deadline := time.Now().Add(e.opts.StreamMaxLifetime)
+	if p != nil && !p.Expires.IsZero() && p.Expires.Before(deadline) {
+		deadline = p.Expires
+	}
+	return &streamHold{changes: ch, ending: time.NewTimer(time.Until(deadline)), leave: leave}, true
+}
+
+// mayStay reports whether a stream opened by p on the tenant of snap may
+// stay open as the tenant is now: it still exists and is enabled, and
+// the caller's token would still be accepted by it (same issuer trusted,
+// audience, machine consent), or the tenant is public. The verifier
+// remembers the token, so the re-check costs no signature.
+func (e *Endpoint) mayStay(x *exchange, snap *snapshot, p *auth.Principal) bool {
+	cur, err := e.catalogues.lookup(x.ctx, snap.slug)
+	if err != nil || cur == nil || cur.disabled || cur.tenantID != snap.tenantID {
+		return false
+	}
+	if cur.settings.Auth.Public {
+		return true
+	}
+	tok, ok := auth.BearerToken(x.req.Header)
+	if !ok {
+		return false
+	}
+	now, err := e.verifier.Verify(x.ctx, tok, cur.settings.Auth, cur.audience)
+	return err == nil && now.Binding() == p.Binding()
 }

@@ -127,7 +127,9 @@ func pointerOf(loc []string) string {
 // x-mcp-header, the header is present exactly when the argument is
 // (and not null), and carries the same value.
 func checkHeaderParams(h http.Header, params map[string]headerParam, args json.RawMessage) *rpcError {
-	if len(params) == 0 {
+	if len(params) == 0 || h == nil {
+		// nil: a legacy session's request, whose revision has no
+		// per-request headers to check.
 		return nil
 	}
 	var m map[string]json.RawMessage

@@ -332,6 +332,9 @@ func requestAttrs(rd *Round, method string, attrs []attribute.KeyValue) []attrib
 	if v := rd.ProtocolVersion; v != "" && len(v) <= 32 {
 		attrs = append(attrs, telemetry.AttrMCPProtocolVersion.String(v))
 	}
+	if rd.SessionID != "" {
+		attrs = append(attrs, telemetry.AttrMCPSessionID.String(rd.SessionID))
+	}
 	switch rd.Method {
 	case mcp.MethodToolsCall:
 		attrs = append(attrs, telemetry.AttrGenAIOperation.String(telemetry.OperationExecuteTool))

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/opsmcp/platform/egress"
+	"github.com/opsmcp/platform/internal/bounded"
 	"github.com/opsmcp/platform/telemetry"
 	"github.com/opsmcp/platform/webhook"
 )
@@ -260,7 +261,7 @@ func (c *webhookClient) readStream(ctx context.Context, r io.Reader, sink stream
 			}
 			return ev.Response, nil
 		default:
-			return nil, &WebhookError{Class: "contract", Detail: fmt.Sprintf("unknown stream event type %q", ev.Type)}
+			return nil, &WebhookError{Class: "contract", Detail: fmt.Sprintf("unknown stream event type %q", bounded.String(ev.Type, 40))}
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -287,7 +288,7 @@ func checkResponse(r *webhook.Response) error {
 			return &WebhookError{Class: "contract", Detail: "an input_required answer needs inputRequests or state"}
 		}
 	default:
-		return &WebhookError{Class: "contract", Detail: fmt.Sprintf("type must be \"complete\" or \"input_required\", not %q", r.Type)}
+		return &WebhookError{Class: "contract", Detail: fmt.Sprintf("type must be \"complete\" or \"input_required\", not %q", bounded.String(r.Type, 40))}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 // Command platform runs the hosted multi-tenant MCP platform.
 //
 //	platform serve     run a replica
+//	platform dev       the whole platform, a demo tenant and the admin UI on this machine
 //	platform migrate   apply database migrations and exit
 //	platform version   print the version
 package main
@@ -34,6 +35,8 @@ func main() {
 const usage = `platform: a hosted, multi-tenant MCP platform.
 
 Usage:
+  platform dev [flags]       the whole platform on this machine: a demo tenant, the admin UI,
+                             a development sign-in (see platform dev --help)
   platform serve [flags]     run a replica (see platform serve --help)
   platform migrate [flags]   apply pending database migrations and exit
   platform reseal-secrets [flags]
@@ -51,6 +54,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		return serve(args[1:], stderr)
+	case "dev":
+		return devCmd(args[1:], stdout, stderr)
 	case "migrate":
 		return migrate(args[1:], stdout, stderr)
 	case "reseal-secrets":

@@ -71,6 +71,14 @@ func (b *Backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b.streamProgress(w)
 		return
 	}
+	if req.Name == "test_tool_with_logging" && req.Stream {
+		b.stream(w, []webhook.Event{
+			{Type: "log", Level: "info", Logger: "conformance", Data: json.RawMessage(`"Tool execution started"`)},
+			{Type: "log", Level: "info", Logger: "conformance", Data: json.RawMessage(`"Tool processing data"`)},
+			{Type: "log", Level: "info", Logger: "conformance", Data: json.RawMessage(`"Tool execution completed"`)},
+		}, toolText("Tool with logging executed"))
+		return
+	}
 	if req.Name == "test_logging_tool" && req.Stream {
 		b.stream(w, []webhook.Event{{Type: "log", Level: "info", Logger: "conformance", Data: json.RawMessage(`"logging tool ran"`)}}, toolText("Logging evaluated"))
 		return
@@ -120,6 +128,16 @@ func answerField(req *webhook.Request, input, field string) string {
 	return s
 }
 
+// elicited describes a form answer: its action and content.
+func elicited(req *webhook.Request, input, prefix string) string {
+	a := req.Answers[input]
+	content := string(a.Content)
+	if content == "" {
+		content = "{}"
+	}
+	return fmt.Sprintf("%saction=%s, content=%s", prefix, a.Action, content)
+}
+
 // sampledText pulls the text of a sampling answer.
 func sampledText(req *webhook.Request, input string) string {
 	var res struct {
@@ -158,6 +176,16 @@ func (b *Backend) answer(req *webhook.Request) *webhook.Response {
 		return toolText("Streaming complete")
 	case "test_logging_tool":
 		return toolText("Logging evaluated")
+	case "test_tool_with_logging":
+		return toolText("Tool with logging executed")
+	case "test_sampling":
+		return toolText("LLM response: " + sampledText(req, "llm"))
+	case "test_elicitation":
+		return toolText(elicited(req, "user_info", "User response: "))
+	case "test_elicitation_sep1034_defaults":
+		return toolText(elicited(req, "details", "Elicitation completed: "))
+	case "test_elicitation_sep1330_enums":
+		return toolText(elicited(req, "choices", "Elicitation completed: "))
 	case "test_trigger_tool_change":
 		if err := b.touch("tools", "test_simple_text"); err != nil {
 			return complete(obj{"isError": true, "content": []obj{text(err.Error())}})

@@ -72,6 +72,39 @@ func Tools() []obj {
 		tool("test_header_param", "Echoes a region passed in a header", obj{"type": "object",
 			"properties": obj{"region": obj{"type": "string", "x-mcp-header": "Region"}}, "required": []string{"region"}}),
 
+		// The 2025-11-25 set's fixtures (served to sessions; the flows are
+		// bridged onto the session's stream).
+		tool("test_tool_with_logging", "Sends three log messages while it runs", nil),
+		tool("test_sampling", "Asks the client's model to answer a prompt", obj{"type": "object",
+			"properties": obj{"prompt": obj{"type": "string", "description": "The prompt to send to the LLM"}}, "required": []string{"prompt"}},
+			obj{"name": "llm", "kind": "sampling", "sampling": obj{
+				"messages": []obj{{"role": "user", "content": obj{"type": "text", "text": "{{args.prompt}}"}}}, "maxTokens": 100}}),
+		tool("test_elicitation", "Asks the user for a username and an email address", obj{"type": "object",
+			"properties": obj{"message": obj{"type": "string", "description": "The message to show the user"}}, "required": []string{"message"}},
+			form("user_info", "{{args.message}}", obj{
+				"username": obj{"type": "string", "description": "User's response"},
+				"email":    obj{"type": "string", "description": "User's email address"},
+			}, "username", "email")),
+		tool("test_elicitation_sep1034_defaults", "Asks for details, every field with a default", nil,
+			form("details", "Please review your details", obj{
+				"name":     obj{"type": "string", "default": "John Doe"},
+				"age":      obj{"type": "integer", "default": 30},
+				"score":    obj{"type": "number", "default": 95.5},
+				"status":   obj{"type": "string", "enum": []string{"active", "inactive", "pending"}, "default": "active"},
+				"verified": obj{"type": "boolean", "default": true},
+			})),
+		tool("test_elicitation_sep1330_enums", "Asks to pick options, in every enum form", nil,
+			form("choices", "Please pick your options", obj{
+				"untitledSingle": obj{"type": "string", "enum": []string{"option1", "option2", "option3"}},
+				"titledSingle": obj{"type": "string", "oneOf": []obj{{"const": "value1", "title": "First Option"},
+					{"const": "value2", "title": "Second Option"}, {"const": "value3", "title": "Third Option"}}},
+				"legacyEnum": obj{"type": "string", "enum": []string{"opt1", "opt2", "opt3"},
+					"enumNames": []string{"Option One", "Option Two", "Option Three"}},
+				"untitledMulti": obj{"type": "array", "items": obj{"type": "string", "enum": []string{"option1", "option2", "option3"}}},
+				"titledMulti": obj{"type": "array", "items": obj{"anyOf": []obj{{"const": "value1", "title": "First Choice"},
+					{"const": "value2", "title": "Second Choice"}, {"const": "value3", "title": "Third Choice"}}}},
+			})),
+
 		// Multi round-trip fixtures: declared inputs the platform gathers…
 		tool("test_input_required_result_elicitation", "Asks for the user's name", nil,
 			form("user_name", "What is your name?", obj{"name": str}, "name")),
@@ -136,6 +169,8 @@ func Resources() []obj {
 			"text": "This is the content of the static text resource."},
 		{"name": "static-binary", "uri": "test://static-binary", "description": "A static binary resource", "mimeType": "image/png",
 			"blob": pngBase64},
+		{"name": "watched-resource", "uri": "test://watched-resource", "description": "A resource clients subscribe to", "mimeType": "text/plain",
+			"text": "Watched resource content."},
 	}
 }
 

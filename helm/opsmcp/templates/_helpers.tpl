@@ -148,6 +148,10 @@ reference. Built as YAML so the Deployment can check extraEnv against it.
 {{- include "opsmcp.plainEnv" (list "PLATFORM_MAX_BODY_BYTES" $v.settings.maxBodyBytes) }}
 {{- include "opsmcp.plainEnv" (list "PLATFORM_MAX_MCP_BODY_BYTES" $v.settings.maxMCPBodyBytes) }}
 {{- include "opsmcp.plainEnv" (list "PLATFORM_WEBHOOK_MAX_RESPONSE_BYTES" $v.settings.webhookMaxResponseBytes) }}
+{{- include "opsmcp.plainEnv" (list "PLATFORM_STREAM_MAX_LIFETIME" $v.settings.streamMaxLifetime) }}
+{{- include "opsmcp.plainEnv" (list "PLATFORM_STREAMS_PER_TENANT" $v.settings.streamsPerTenant) }}
+{{- include "opsmcp.plainEnv" (list "PLATFORM_STREAMS_PER_PRINCIPAL" $v.settings.streamsPerPrincipal) }}
+{{- include "opsmcp.plainEnv" (list "PLATFORM_MAX_CATALOGUE_ITEMS" $v.settings.maxCatalogueItems) }}
 {{- include "opsmcp.secretEnv" (list "PLATFORM_DATABASE_URL" $v.database) }}
 {{- include "opsmcp.secretEnv" (list "PLATFORM_STATE_KEYS" $v.stateKeys) }}
 {{- include "opsmcp.secretEnv" (list "PLATFORM_SECRETS_KEYS" $v.secretsKeys) }}

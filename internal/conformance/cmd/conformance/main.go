@@ -36,6 +36,7 @@ func main() {
 	verbose := flag.Bool("verbose", false, "print every check of failing scenarios")
 	keep := flag.String("out", "", "keep the suite's results in this folder")
 	clientMode := flag.Bool("client", false, "run the client scenarios against the Go client instead")
+	legacyMode := flag.Bool("legacy", false, "run the 2025-11-25 requirement set (initialization-era clients) against the same tenant URL")
 	flag.Parse()
 	if *node == "" || *cli == "" {
 		fmt.Fprintln(os.Stderr, "conformance: --node and --cli are required")
@@ -43,6 +44,9 @@ func main() {
 	}
 	if *clientMode {
 		os.Exit(runClient(*node, *cli, *scenario, *verbose, *keep))
+	}
+	if *legacyMode {
+		os.Exit(runLegacy(*node, *cli, *verbose, *keep))
 	}
 	os.Exit(run(*node, *cli, *mrtrOnly, *scenario, *verbose, *keep))
 }

@@ -1,0 +1,139 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/opsmcp/platform/store"
+)
+
+// SessionAdmin ends legacy (initialization-era) client sessions on every
+// replica (a *tenants.Endpoint).
+type SessionAdmin interface {
+	// EndSession ends one session by its id; store.ErrNotFound when the
+	// tenant has no such live session.
+	EndSession(ctx context.Context, slug, id string) error
+	// EndSessions ends every live session of a tenant.
+	EndSessions(ctx context.Context, slug string) (int64, error)
+}
+
+// registerSessions mounts the legacy session routes:
+//
+//	GET    /tenants/{slug}/sessions        live sessions (not ended, not expired)
+//	DELETE /tenants/{slug}/sessions/{id}   end one: its calls stop, its id gets 404 on every replica
+//	DELETE /tenants/{slug}/sessions        end every live session of the tenant
+//
+// A session's id here is its nonce (ls_…), which traces carry as
+// mcp.session.id; the sealed id the client holds is never shown.
+func (s *Server) registerSessions(v1 gin.IRouter) {
+	v1.GET("/tenants/:slug/sessions", s.listSessions)
+	v1.DELETE("/tenants/:slug/sessions/:id", s.endSession)
+	v1.DELETE("/tenants/:slug/sessions", s.endSessions)
+}
+
+// sessionView is a legacy session as the API shows it.
+type sessionView struct {
+	ID              string         `json:"id"`
+	ProtocolVersion string         `json:"protocolVersion"`
+	Client          *clientView    `json:"client,omitempty"`
+	Principal       *principalView `json:"principal,omitempty"`
+	LogLevel        string         `json:"logLevel,omitempty"`
+	CreatedAt       time.Time      `json:"createdAt"`
+	ExpiresAt       time.Time      `json:"expiresAt"`
+}
+
+func viewSession(ls *store.LegacySession) sessionView {
+	v := sessionView{ID: ls.ID, ProtocolVersion: ls.ProtocolVersion, LogLevel: ls.LogLevel,
+		CreatedAt: ls.CreatedAt.UTC(), ExpiresAt: ls.ExpiresAt.UTC()}
+	if ls.ClientName != "" || ls.ClientVersion != "" {
+		v.Client = &clientView{ls.ClientName, ls.ClientVersion}
+	}
+	if ls.PrincipalIssuer != "" || ls.PrincipalSubject != "" || ls.PrincipalClient != "" {
+		v.Principal = &principalView{ls.PrincipalIssuer, ls.PrincipalSubject, ls.PrincipalClient}
+	}
+	return v
+}
+
+// sessionsTenant is the route's tenant, or answers 404.
+func (s *Server) sessionsTenant(c *gin.Context) (*store.Tenant, bool) {
+	t := tenantOf(c)
+	if t == nil {
+		writeProblem(c, probNotFound.with("tenant \""+c.Param("slug")+"\": not found"))
+		return nil, false
+	}
+	return t, true
+}
+
+// listSessions answers GET /tenants/{slug}/sessions: one page of the
+// tenant's live sessions, by id.
+func (s *Server) listSessions(c *gin.Context) {
+	t, ok := s.sessionsTenant(c)
+	if !ok {
+		return
+	}
+	after, limit, p := page(c)
+	if p != nil {
+		writeProblem(c, p)
+		return
+	}
+	rows, err := s.opts.Store.ListLegacySessions(c.Request.Context(), t.ID, after, limit+1)
+	if err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	out := listResponse[sessionView]{Items: []sessionView{}}
+	for i := range rows {
+		if i == limit {
+			out.NextCursor = encodeCursor(rows[i-1].ID)
+			break
+		}
+		out.Items = append(out.Items, viewSession(&rows[i]))
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, out)
+}
+
+// endSession answers DELETE /tenants/{slug}/sessions/{id}.
+func (s *Server) endSession(c *gin.Context) {
+	if _, ok := s.sessionsTenant(c); !ok {
+		return
+	}
+	if s.opts.Sessions == nil {
+		writeProblem(c, probNotFound.with("legacy sessions are not served by this server"))
+		return
+	}
+	err := s.opts.Sessions.EndSession(c.Request.Context(), c.Param("slug"), c.Param("id"))
+	if errors.Is(err, store.ErrNotFound) {
+		writeProblem(c, probNotFound.with("session \""+c.Param("id")+"\": no live session of tenant \""+c.Param("slug")+"\""))
+		return
+	}
+	if err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	s.log.Info("legacy session ended", "tenant", c.Param("slug"), "session", c.Param("id"), "admin", adminOf(c))
+	c.Status(http.StatusNoContent)
+}
+
+// endSessions answers DELETE /tenants/{slug}/sessions: every live
+// session of the tenant ends.
+func (s *Server) endSessions(c *gin.Context) {
+	if _, ok := s.sessionsTenant(c); !ok {
+		return
+	}
+	if s.opts.Sessions == nil {
+		writeProblem(c, probNotFound.with("legacy sessions are not served by this server"))
+		return
+	}
+	n, err := s.opts.Sessions.EndSessions(c.Request.Context(), c.Param("slug"))
+	if err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	s.log.Info("legacy sessions ended", "tenant", c.Param("slug"), "count", n, "admin", adminOf(c))
+	c.JSON(http.StatusOK, gin.H{"ended": n})
+}

@@ -1,0 +1,52 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"time"
+)
+
+// LegacyConfig is how the endpoints serve initialization-era clients
+// (protocol 2025-11-25 and earlier) beside 2026-07-28 ones.
+type LegacyConfig struct {
+	// Serve turns legacy serving on (the default): initialize starts a
+	// session, and flows that need input are bridged onto the session's
+	// stream. Off, every request is served as 2026-07-28 only.
+	Serve bool
+	// RoundTimeout bounds how long a bridged round waits for the client
+	// to answer the requests it was sent (never longer than the tenant's
+	// state TTL, past which the round's state would no longer verify).
+	RoundTimeout time.Duration
+	// MaxRounds caps the rounds of a bridged flow; 0 means the tenant's
+	// maxRounds, which also caps any value set here.
+	MaxRounds int
+	// SessionTTL is how long a session lives from its initialize: a fixed
+	// lifetime, sealed into the session id (a client then initializes
+	// again, as the protocol tells it to on 404).
+	SessionTTL time.Duration
+}
+
+// maxLegacySessionTTL is the longest session: the longest lifetime a
+// sealed token may have (mrtr.MaxTTL).
+const maxLegacySessionTTL = 24 * time.Hour
+
+func legacyFlags(fs *flag.FlagSet, c *LegacyConfig) {
+	fs.BoolVar(&c.Serve, "legacy-clients", true, "serve initialization-era MCP clients (2025-11-25, 2025-06-18, 2025-03-26) on the same endpoints: sessions, and flows bridged onto their streams")
+	fs.DurationVar(&c.RoundTimeout, "legacy-round-timeout", 10*time.Minute, "how long a bridged round waits for a legacy client's answers (at most the tenant's state TTL)")
+	fs.IntVar(&c.MaxRounds, "legacy-max-rounds", 0, "most rounds of a bridged flow (0: the tenant's maxRounds, which also caps this)")
+	fs.DurationVar(&c.SessionTTL, "legacy-session-ttl", 24*time.Hour, "lifetime of a legacy session from its initialize, fixed (1m to 24h)")
+}
+
+func (c *LegacyConfig) validate() []error {
+	var errs []error
+	if c.RoundTimeout < time.Second || c.RoundTimeout > 24*time.Hour {
+		errs = append(errs, errors.New("legacy-round-timeout must be between 1s and 24h"))
+	}
+	if c.MaxRounds < 0 || c.MaxRounds > 1000 {
+		errs = append(errs, errors.New("legacy-max-rounds must be between 0 (the tenant's maxRounds) and 1000"))
+	}
+	if c.SessionTTL < time.Minute || c.SessionTTL > maxLegacySessionTTL {
+		errs = append(errs, errors.New("legacy-session-ttl must be between 1m and 24h"))
+	}
+	return errs
+}

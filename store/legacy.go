@@ -1,0 +1,270 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// LegacySession is a session of an initialization-era client: what it
+// negotiated, who holds it, what it changed since, and whether it ended.
+type LegacySession struct {
+	ID               string `gorm:"primaryKey"`
+	TenantID         string
+	ProtocolVersion  string
+	ClientName       string
+	ClientVersion    string
+	PrincipalIssuer  string
+	PrincipalSubject string
+	PrincipalClient  string
+	// PrincipalHash and TokenHash are SHA-256 (hex) of the principal's
+	// binding and of the whole session id: with Capabilities (JSON), they
+	// let a replica verify a session whose sealing key was retired.
+	PrincipalHash string
+	TokenHash     string
+	Capabilities  string
+	// LogLevel is what logging/setLevel set ("" until then).
+	LogLevel string
+	// Subscriptions are the resource URIs subscribed to, as a JSON array
+	// ("" for none).
+	Subscriptions string
+	CreatedAt     time.Time
+	ExpiresAt     time.Time
+	EndedAt       *time.Time
+	// EndedBy says who ended it: "client" (DELETE), "admin:<subject>",
+	// "tenant disabled".
+	EndedBy string
+}
+
+// TableName is the legacy_sessions table.
+func (LegacySession) TableName() string { return "legacy_sessions" }
+
+// LegacyRelay is a message for a bridged call held by another replica.
+type LegacyRelay struct {
+	ID        string `gorm:"primaryKey"`
+	TenantID  string
+	SessionID string
+	Target    string
+	Body      string
+	CreatedAt time.Time
+}
+
+// TableName is the legacy_relay table.
+func (LegacyRelay) TableName() string { return "legacy_relay" }
+
+// LegacyRelayChannel is the notification channel announcing relay rows;
+// the payload is the row's target.
+const LegacyRelayChannel = "opsmcp_legacy_relay"
+
+// CreateLegacySession records a new session.
+func (s *Store) CreateLegacySession(ctx context.Context, ls *LegacySession) error {
+	ls.CreatedAt, ls.ExpiresAt = ls.CreatedAt.UTC(), ls.ExpiresAt.UTC()
+	if err := s.db.WithContext(ctx).Create(ls).Error; err != nil {
+		return fmt.Errorf("create legacy session: %w", err)
+	}
+	return nil
+}
+
+// GetLegacySession reads a tenant's session; ErrNotFound when there is
+// none (another tenant's session is none).
+func (s *Store) GetLegacySession(ctx context.Context, tenantID, id string) (*LegacySession, error) {
+	var ls LegacySession
+	err := s.db.WithContext(ctx).Where("id = ? AND tenant_id = ?", id, tenantID).Take(&ls).Error
+	if err != nil {
+		return nil, notFound(err, "legacy session "+id)
+	}
+	return &ls, nil
+}
+
+// SetLegacyLogLevel records a session's logging/setLevel.
+func (s *Store) SetLegacyLogLevel(ctx context.Context, tenantID, id, level string) error {
+	return s.updateLegacySession(ctx, tenantID, id, map[string]any{"log_level": level})
+}
+
+// UpdateLegacySubscriptions changes a live session's subscribed URIs
+// (kept as a JSON array) with change, under a row lock, so concurrent
+// subscribes of one session do not lose each other's. change may refuse
+// with an error, which is returned as is; ErrNotFound when the session
+// is not live.
+func (s *Store) UpdateLegacySubscriptions(ctx context.Context, tenantID, id string, change func(uris []string) ([]string, error)) error {
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var ls LegacySession
+		q := tx.Where("id = ? AND tenant_id = ? AND ended_at IS NULL", id, tenantID)
+		if s.dialect == Postgres {
+			q = q.Clauses(clause.Locking{Strength: "UPDATE"})
+		}
+		if err := q.Take(&ls).Error; err != nil {
+			return notFound(err, "legacy session "+id)
+		}
+		var uris []string
+		if ls.Subscriptions != "" {
+			if err := json.Unmarshal([]byte(ls.Subscriptions), &uris); err != nil {
+				return fmt.Errorf("legacy session %s: subscriptions: %w", id, err)
+			}
+		}
+		uris, err := change(uris)
+		if err != nil {
+			return err
+		}
+		raw, err := json.Marshal(uris)
+		if err != nil {
+			return err
+		}
+		return tx.Model(&LegacySession{}).Where("id = ?", id).Update("subscriptions", string(raw)).Error
+	})
+}
+
+func (s *Store) updateLegacySession(ctx context.Context, tenantID, id string, cols map[string]any) error {
+	res := s.db.WithContext(ctx).Model(&LegacySession{}).
+		Where("id = ? AND tenant_id = ? AND ended_at IS NULL", id, tenantID).Updates(cols)
+	if res.Error != nil {
+		return fmt.Errorf("update legacy session: %w", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("legacy session %s: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// EndLegacySession ends a tenant's session now; ErrNotFound when the
+// tenant has no such live session (unknown, expired or already ended).
+func (s *Store) EndLegacySession(ctx context.Context, tenantID, id, by string) error {
+	now := time.Now().UTC()
+	res := s.db.WithContext(ctx).Model(&LegacySession{}).
+		Where("id = ? AND tenant_id = ? AND ended_at IS NULL AND expires_at > ?", id, tenantID, now).
+		Updates(map[string]any{"ended_at": now, "ended_by": by})
+	if res.Error != nil {
+		return fmt.Errorf("end legacy session: %w", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("legacy session %s: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// EndLegacySessions ends every live session of a tenant and says how
+// many it ended.
+func (s *Store) EndLegacySessions(ctx context.Context, tenantID, by string) (int64, error) {
+	return endLegacySessions(s.db.WithContext(ctx), tenantID, by)
+}
+
+func endLegacySessions(tx *gorm.DB, tenantID, by string) (int64, error) {
+	now := time.Now().UTC()
+	res := tx.Model(&LegacySession{}).
+		Where("tenant_id = ? AND ended_at IS NULL AND expires_at > ?", tenantID, now).
+		Updates(map[string]any{"ended_at": now, "ended_by": by})
+	if res.Error != nil {
+		return 0, fmt.Errorf("end legacy sessions: %w", res.Error)
+	}
+	return res.RowsAffected, nil
+}
+
+// EndedLegacySession is a session that ended before it expired.
+type EndedLegacySession struct {
+	ID        string
+	TenantID  string
+	EndedAt   time.Time
+	ExpiresAt time.Time
+}
+
+// EndedLegacySessions lists the sessions ended at or after since that
+// have not expired yet (a replica follows them with a since a little
+// before its last read, so a slow commit is not missed).
+func (s *Store) EndedLegacySessions(ctx context.Context, since time.Time) ([]EndedLegacySession, error) {
+	var out []EndedLegacySession
+	err := s.db.WithContext(ctx).Model(&LegacySession{}).
+		Select("id, tenant_id, ended_at, expires_at").
+		Where("ended_at IS NOT NULL AND ended_at >= ? AND expires_at > ?", since.UTC(), time.Now().UTC()).
+		Scan(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("read ended legacy sessions: %w", err)
+	}
+	return out, nil
+}
+
+// ListLegacySessions lists a tenant's live sessions (not ended, not
+// expired) by id, after the id after, at most limit.
+func (s *Store) ListLegacySessions(ctx context.Context, tenantID, after string, limit int) ([]LegacySession, error) {
+	var out []LegacySession
+	err := s.db.WithContext(ctx).
+		Where("tenant_id = ? AND ended_at IS NULL AND expires_at > ? AND id > ?", tenantID, time.Now().UTC(), after).
+		Order("id").Limit(limit).Find(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("list legacy sessions: %w", err)
+	}
+	return out, nil
+}
+
+// PruneLegacy deletes expired sessions and relay messages older than
+// maxRelayAge (nobody took them: their call had ended).
+func (s *Store) PruneLegacy(ctx context.Context, maxRelayAge time.Duration) error {
+	now := time.Now().UTC()
+	db := s.db.WithContext(ctx)
+	if err := db.Where("expires_at <= ?", now).Delete(&LegacySession{}).Error; err != nil {
+		return fmt.Errorf("prune legacy sessions: %w", err)
+	}
+	if err := db.Where("created_at < ?", now.Add(-maxRelayAge)).Delete(&LegacyRelay{}).Error; err != nil {
+		return fmt.Errorf("prune legacy relay: %w", err)
+	}
+	return nil
+}
+
+// RelayLegacy stores a message for the replica holding its target and
+// announces it on LegacyRelayChannel, in one transaction: the
+// notification is delivered at commit, when the row can be read.
+func (s *Store) RelayLegacy(ctx context.Context, tenantID, sessionID, target string, body []byte) error {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	row := LegacyRelay{ID: hex.EncodeToString(b[:]), TenantID: tenantID, SessionID: sessionID, Target: target,
+		Body: string(body), CreatedAt: time.Now().UTC()}
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Create(&row).Error; err != nil {
+			return err
+		}
+		if s.dialect == Postgres {
+			return tx.Exec("SELECT pg_notify(?, ?)", LegacyRelayChannel, target).Error
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("relay legacy message: %w", err)
+	}
+	return nil
+}
+
+// TakeLegacyRelay removes and returns the stored messages for targets,
+// oldest first. Each message is returned to exactly one taker.
+func (s *Store) TakeLegacyRelay(ctx context.Context, targets []string) ([]LegacyRelay, error) {
+	if len(targets) == 0 {
+		return nil, nil
+	}
+	var out []LegacyRelay
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var rows []LegacyRelay
+		if err := tx.Where("target IN ?", targets).Order("created_at").Find(&rows).Error; err != nil {
+			return err
+		}
+		for _, r := range rows {
+			// Only the taker whose delete removed the row gets it, so two
+			// concurrent takes never both deliver one message.
+			res := tx.Where("id = ?", r.ID).Delete(&LegacyRelay{})
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected == 1 {
+				out = append(out, r)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("take legacy relay: %w", err)
+	}
+	return out, nil
+}
