@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/opsmcp/platform/mcp"
 )
 
 // Causes of a clean failure the fleet accepts. Any other failure fails
@@ -126,10 +128,15 @@ func (fl *fleet) check(ctx context.Context) error {
 				}
 				causes[c]++
 			}
-			if i+1 < len(f.Rounds) && f.Rounds[i+1].N == r.N {
+			// A round that failed and was sent again: counted once, as
+			// answered in the end or not.
+			if i+1 < len(f.Rounds) && f.Rounds[i+1].N == r.N && (i == 0 || f.Rounds[i-1].N != r.N || f.Rounds[i-1].answered()) {
 				retried++
-				if f.Rounds[i+1].answered() {
-					recovered++
+				for _, later := range f.Rounds[i+1:] {
+					if later.N == r.N && later.answered() {
+						recovered++
+						break
+					}
 				}
 			}
 		}
@@ -241,22 +248,24 @@ func (fl *fleet) checkFaults(a *assertion, tl timeline) {
 	}
 }
 
-// checkSpread asserts the balancer spread rounds: every replica answered
-// rounds, and most multi-round flows had rounds on more than one replica
-// (so a flow's state really crossed replicas; with round-robin and
-// concurrent flows, a flow's rounds land on the same replica only by
-// chance).
+// checkSpread asserts the balancer spread the work: every replica
+// answered rounds; at least half of the completed 2026-07-28 flows had
+// rounds on two replicas or more (so their state really crossed
+// replicas; with round-robin and concurrent flows, a flow's rounds land
+// on one replica only by chance); and at least a third of the legacy
+// answers were posted to a replica other than the one holding their call
+// (so the relay between replicas carried them).
 func (fl *fleet) checkSpread(a *assertion, flows []*Flow) {
 	per := map[string]int{}
-	var multi, crossed int
+	var modern, crossed int
 	for _, f := range flows {
 		seen := map[string]bool{}
 		for _, r := range f.answeredRounds() {
 			per[r.Replica]++
 			seen[r.Replica] = true
 		}
-		if f.Completed {
-			multi++
+		if f.Completed && f.Era == mcp.Version {
+			modern++
 			if len(seen) > 1 {
 				crossed++
 			}
@@ -269,8 +278,16 @@ func (fl *fleet) checkSpread(a *assertion, flows []*Flow) {
 		}
 	}
 	a.checked++
-	if multi == 0 || crossed*2 < multi {
-		a.fail("only %d of %d completed flows had rounds on more than one replica", crossed, multi)
+	if modern == 0 || crossed*2 < modern {
+		a.fail("only %d of %d completed %s flows had rounds on more than one replica", crossed, modern, mcp.Version)
+	}
+	for _, e := range fl.eras {
+		if le, ok := e.(*legacyEra); ok {
+			a.checked++
+			if n, r := le.answers.Load(), le.relayed.Load(); n == 0 || r*3 < n {
+				a.fail("only %d of %d legacy answers were posted to a replica other than their call's", r, n)
+			}
+		}
 	}
 }
 
@@ -366,7 +383,14 @@ func (fl *fleet) checkTraces(a *assertion, flows []*Flow) {
 		var p []string
 		answered := f.answeredRounds()
 		for i, r := range answered {
-			spans := fl.spans.round(r.ClientSpan)
+			// A 2026-07-28 round has a client span of its own; the rounds
+			// of a legacy call all have the call's.
+			var spans []spanFacts
+			for _, s := range fl.spans.round(r.ClientSpan) {
+				if s.Round == int64(r.N) || s.Round == 0 {
+					spans = append(spans, s)
+				}
+			}
 			if len(spans) != 1 {
 				p = append(p, fmt.Sprintf("round %d: %d spans", r.N, len(spans)))
 				prev = spanFacts{}
@@ -419,6 +443,18 @@ func (fl *fleet) summary(flows []*Flow, failed int, loss string, causes map[stri
 		}
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	byEra := map[string][]time.Duration{}
+	for _, f := range flows {
+		for _, r := range f.answeredRounds() {
+			byEra[f.Era] = append(byEra[f.Era], r.End.Sub(r.Start))
+		}
+	}
+	var eraLat []string
+	for _, e := range fl.eras {
+		l := byEra[e.Name()]
+		sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
+		eraLat = append(eraLat, fmt.Sprintf("%s %s/%s", e.Name(), ms(percentile(l, 50)), ms(percentile(l, 99))))
+	}
 	var rep []string
 	for _, r := range fl.replicas {
 		rep = append(rep, fmt.Sprintf("%s %.0f/s", r.name, float64(per[r.name])/secs))
@@ -435,10 +471,42 @@ func (fl *fleet) summary(flows []*Flow, failed int, loss string, causes map[stri
 	if len(failedNames) > 0 {
 		result = "FAIL (" + strings.Join(failedNames, ", ") + ")"
 	}
-	line := fmt.Sprintf("fleet %s, %s: %.0f s, %d flows at a time (think %s), eras %s: %d flows (%d completed, %d failed), %d rounds answered (%.0f/s; %s), round latency p50 %s p99 %s; failed rounds by cause: %s (%d sent again, %d then answered); %s; faults: %d rotation(s), %d SIGKILL(s), %d Vault and %d PostgreSQL outage(s) of %s, %d catalogue add/remove; %d spans received; %s",
+	var eraFigures []string
+	for _, e := range fl.eras {
+		if fe, ok := e.(interface{ figures() string }); ok {
+			eraFigures = append(eraFigures, fe.figures())
+		}
+	}
+	// A legacy round after the first: its answer handed over in process
+	// (posted to the replica holding the call) or relayed.
+	var direct, relayed []time.Duration
+	for _, f := range flows {
+		if f.Era != legacyVersion {
+			continue
+		}
+		for _, r := range f.answeredRounds() {
+			switch {
+			case r.N == 1:
+			case r.Relayed:
+				relayed = append(relayed, r.End.Sub(r.Start))
+			default:
+				direct = append(direct, r.End.Sub(r.Start))
+			}
+		}
+	}
+	if len(direct)+len(relayed) > 0 {
+		slices.Sort(direct)
+		slices.Sort(relayed)
+		eraFigures = append(eraFigures, fmt.Sprintf("legacy rounds after an answer, p50/p99: handed over %s/%s, relayed %s/%s",
+			ms(percentile(direct, 50)), ms(percentile(direct, 99)), ms(percentile(relayed, 50)), ms(percentile(relayed, 99))))
+	}
+	if len(eraFigures) > 0 {
+		loss += "; " + strings.Join(eraFigures, "; ")
+	}
+	line := fmt.Sprintf("fleet %s, %s: %.0f s, %d flows at a time (think %s), eras %s: %d flows (%d completed, %d failed), %d rounds answered (%.0f/s; %s), round latency p50 %s p99 %s (%s); failed rounds by cause: %s (%d rounds sent again after failing, %d of them answered in the end); %s; faults: %d rotation(s), %d SIGKILL(s), %d Vault and %d PostgreSQL outage(s) of %s, %d catalogue add/remove; %d spans received; %s",
 		time.Now().UTC().Format("2006-01-02 15:04Z"), fl.cfg.Machine, secs, fl.cfg.Concurrency, fl.cfg.Think, fl.eraNames(),
 		len(flows), len(flows)-failed, failed, rounds, float64(rounds)/secs, strings.Join(rep, ", "),
-		ms(percentile(lat, 50)), ms(percentile(lat, 99)), strings.Join(fc, ", "), retried, recovered, loss,
+		ms(percentile(lat, 50)), ms(percentile(lat, 99)), strings.Join(eraLat, ", "), strings.Join(fc, ", "), retried, recovered, loss,
 		len(tl.rotations), len(tl.kills), len(tl.vaultOutages), len(tl.pgOutages), fl.cfg.Outage, len(tl.catalogue), fl.spans.count(), result)
 	if fl.cfg.Summary != nil {
 		fmt.Fprintln(fl.cfg.Summary, line)

@@ -64,6 +64,9 @@ type Round struct {
 	ClientSpan string
 	// Result is "input_required" or "complete" for an answered round.
 	Result string
+	// Relayed says, for a legacy round after the first, that its answer
+	// was posted to a replica other than the one holding the call.
+	Relayed bool
 	// Err, Class and Detail describe a failed attempt.
 	Err           error
 	Class, Detail string
@@ -108,8 +111,37 @@ const (
 func actionable(class string) bool { return class == ClassRetryable || class == ClassClosed }
 
 // retryPause is how long the driver waits before acting on a clean
-// failure by sending the round again.
-const retryPause = 250 * time.Millisecond
+// failure by sending the round again; each further attempt waits twice
+// as long, up to retryMaxPause.
+const (
+	retryPause    = 250 * time.Millisecond
+	retryMaxPause = 2 * time.Second
+)
+
+// retrier acts on a round's clean failures as a client would: it sends
+// the round again after a pause that grows, for as long as the round
+// timeout allows from the first failure.
+type retrier struct {
+	first time.Time
+	wait  time.Duration
+}
+
+// again reports whether the failed attempt rd is to be sent again, and
+// waits before it is.
+func (r *retrier) again(rd Round, timeout time.Duration) bool {
+	if !actionable(rd.Class) {
+		return false
+	}
+	if r.first.IsZero() {
+		r.first, r.wait = rd.Start, retryPause
+	}
+	if time.Since(r.first)+r.wait > timeout {
+		return false
+	}
+	time.Sleep(r.wait)
+	r.wait = min(2*r.wait, retryMaxPause)
+	return true
+}
 
 func (f *Flow) add(r Round) { f.Rounds = append(f.Rounds, r) }
 

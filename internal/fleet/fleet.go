@@ -302,7 +302,7 @@ func (fl *fleet) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fl.eras = append(fl.eras, modern)
+	fl.eras = append(fl.eras, modern, newLegacyEra(fl.endpoint(), fl.cfg.Concurrency, fl.cfg.RoundTimeout, fl.cfg.Think))
 	for _, era := range fl.eras {
 		for _, tool := range []string{orderTool, quickTool} {
 			f := fl.newFlow(era, tool)

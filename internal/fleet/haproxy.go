@@ -53,6 +53,7 @@ defaults
   retries 3
   option redispatch 1
   option forwardfor
+  option http-no-delay
 
 frontend mcp
   bind 127.0.0.1:%d

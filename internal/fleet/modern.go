@@ -51,16 +51,16 @@ func (m *modernEra) Run(ctx context.Context, f *Flow) {
 	var seed *mrtr.Seed
 	for n := 1; n <= m.maxRounds; n++ {
 		var res *client.CallToolResult
-		for attempt := 1; res == nil; attempt++ {
+		var retry retrier
+		for res == nil {
 			rd, r := m.send(ctx, f, n, args, seed)
 			f.add(rd)
 			switch {
 			case rd.Err == nil:
 				res = r
-			case attempt == 1 && actionable(rd.Class):
-				// Acting on it: the same round again, with the same
-				// answers and state, through HAProxy.
-				time.Sleep(retryPause)
+			case retry.again(rd, m.roundTimeout):
+				// Acted on: the same round again, with the same answers
+				// and state, through HAProxy.
 			default:
 				f.fail(rd.Class, rd.Detail)
 				return
