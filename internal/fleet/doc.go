@@ -6,9 +6,14 @@
 // webhook in the driver. Everything listens on loopback, on free ports.
 //
 // The driver runs Concurrency flows at a time for the configured
-// duration, of every protocol era it has a client for (an Era: today the
-// 2026-07-28 stateless era, whose rounds are tools/call requests that
-// HAProxy spreads over the replicas), through HAProxy only. Each flow is
+// duration, of every protocol era it has a client for (an Era), through
+// HAProxy only: the 2026-07-28 stateless era, whose rounds are
+// tools/call requests that HAProxy spreads over the replicas; and the
+// 2025-11-25 initialization era, whose sessions are sealed ids any
+// replica verifies, whose calls are event streams on which the replica
+// holding the call asks each round's questions, and whose answers are
+// POSTs that HAProxy sends to any replica (relayed to the holder through
+// PostgreSQL when it is another). Each flow is
 // a real multi-round flow of the public tenant "fleet": three rounds
 // (a declared form input the platform asks, then the webhook's own
 // question with its plaintext state, then the result) or two (the
@@ -37,8 +42,11 @@
 //     flight on, or sent to, the SIGKILLed replica before it was back
 //     (CauseKill), or it overlapped the PostgreSQL outage (CausePG). The
 //     driver acts on a clean failure as a client would: it sends the
-//     round again once, with the same answers and state; a flow whose
-//     second attempt fails too counts as failed;
+//     round again (the same answers and state; for a legacy flow, the
+//     initialize, the call or the answer) after a pause that grows, for
+//     as long as the round timeout allows. A legacy call whose replica
+//     dies under it ends there (its rounds lived in that call): the flow
+//     fails, cleanly, and the client's recourse is its next call;
 //   - flow-record-complete: the admin API's record of every completed
 //     flow (GET /api/v1/tenants/fleet/flows/{id}) says completed, with
 //     its last round's number, and lists every answered round with the
@@ -50,9 +58,10 @@
 //     previous round's span (the link the sealed state carries from
 //     replica to replica); and one flow span linked to the final round;
 //   - faults-applied: every fault of every cycle happened as planned;
-//   - rounds-spread-over-replicas: every replica answered rounds, and at
-//     least half of the completed flows had rounds on two replicas or
-//     more;
+//   - rounds-spread-over-replicas: every replica answered rounds; at
+//     least half of the completed 2026-07-28 flows had rounds on two
+//     replicas or more; at least a third of the legacy answers were
+//     posted to a replica other than the one holding their call;
 //   - no-panic-clean-exit: no replica logged a panic, and each one
 //     drained and exited cleanly on SIGTERM at the end.
 //
