@@ -24,7 +24,11 @@ const ReplicaHeader = "X-Fleet-Replica"
 // A connection refused (a killed replica) is retried on another replica
 // (retries + redispatch): the request was never sent, so that is safe;
 // a request a replica dies while answering is not retried (it may have
-// had effects) and the client gets 502.
+// had effects) and the client gets 502, or, on a kept-alive client
+// connection, the connection closed without an answer (HAProxy leaves
+// the retry to the client). http-no-delay passes each event of a
+// legacy call's stream on at once: without it HAProxy held them, about
+// 40 ms each, and a bridged round waited as long.
 type haproxy struct {
 	bin  string
 	cfg  string
