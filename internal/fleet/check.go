@@ -24,9 +24,21 @@ const (
 	// none), as its server.
 	CauseKill = "kill"
 	// CausePG: the failing round overlapped the PostgreSQL outage (from
-	// the stop to pgGrace after the start).
+	// the stop to pgGrace after the start), or HAProxy answered it itself
+	// for want of a ready replica (every replica's /readyz fails while
+	// the database is down, and HAProxy may take them all out of
+	// rotation) before its checks could have seen them ready again
+	// (lbGrace after the start).
 	CausePG = "pg-outage"
 )
+
+// noServer is what HAProxy names as the server of a request it answered
+// itself because no server was up.
+const noServer = "<NOSRV>"
+
+// lbGrace is how long after PostgreSQL is back HAProxy may still have
+// every replica out of rotation: two of its check intervals.
+const lbGrace = 2 * haproxyCheckInterval
 
 // cause names the fault that explains a round's clean failure, or ""
 // when none does.
@@ -37,7 +49,11 @@ func (t *timeline) cause(r *Round) string {
 		}
 	}
 	for _, w := range t.pgOutages {
-		if r.Start.Before(w.to.Add(pgGrace)) && r.End.After(w.from) {
+		grace := pgGrace
+		if r.Replica == noServer {
+			grace = lbGrace
+		}
+		if r.Start.Before(w.to.Add(grace)) && r.End.After(w.from) {
 			return CausePG
 		}
 	}

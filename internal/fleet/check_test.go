@@ -88,6 +88,8 @@ func TestOnlyTheFaultsExplainAFailure(t *testing.T) {
 		{"during the PostgreSQL outage", 31, 31.1, "r3", CausePG},
 		{"just after PostgreSQL is back", 34.5, 34.6, "r1", CausePG},
 		{"long after it", 40, 40.1, "r1", ""},
+		{"HAProxy with no replica up, PostgreSQL back", 38, 38.1, noServer, CausePG},
+		{"HAProxy with no replica up, long after", 46, 46.1, noServer, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &Round{Start: at(tc.start), End: at(tc.end), Replica: tc.replica}

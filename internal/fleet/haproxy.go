@@ -36,13 +36,17 @@ type haproxy struct {
 	proc *proc
 }
 
+// haproxyCheckInterval is the health checks' interval: the chart's
+// readiness probe period.
+const haproxyCheckInterval = 5 * time.Second
+
 // newHAProxy writes the configuration for a balancer on port (chosen
 // before the replicas start: their public URL names it).
 func newHAProxy(bin, dir string, port int, replicas []*replica) (*haproxy, error) {
 	h := &haproxy{bin: bin, cfg: filepath.Join(dir, "haproxy.cfg"), port: port}
 	var servers strings.Builder
 	for _, r := range replicas {
-		fmt.Fprintf(&servers, "  server %s 127.0.0.1:%d check inter 5s fall 2 rise 1\n", r.name, r.port)
+		fmt.Fprintf(&servers, "  server %s 127.0.0.1:%d check inter %s fall 2 rise 1\n", r.name, r.port, haproxyCheckInterval)
 	}
 	cfg := fmt.Sprintf(`global
   maxconn 4096
