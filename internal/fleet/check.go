@@ -119,6 +119,7 @@ func (fl *fleet) check(ctx context.Context) error {
 	// with the second attempt's class.
 	var completed, exempt []*Flow
 	causes := map[string]int{}
+	examples := map[string]int{} // the first failure of each kind is logged
 	retried, recovered := 0, 0
 	failed := 0
 	for _, f := range flows {
@@ -141,6 +142,8 @@ func (fl *fleet) check(ctx context.Context) error {
 				if c == "" {
 					clean.fail("%s, during no fault that explains it", f.describe(r))
 					c = "unexplained"
+				} else if examples[c+r.Class+r.Detail]++; examples[c+r.Class+r.Detail] == 1 {
+					fmt.Fprintf(fl.cfg.Log, "fleet: explained by %s: %s (%s)\n", c, f.describe(r), f.Era)
 				}
 				causes[c]++
 			}
