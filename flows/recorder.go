@@ -28,6 +28,15 @@ type Options struct {
 	// batches merge more rounds of one flow into one change.
 	BatchSize  int
 	BatchDelay time.Duration
+	// RetryFor bounds how long a batch whose write failed while the
+	// database was unreachable (down, restarting, a failover) is retried
+	// before its rounds are dropped (default 30 s). Meanwhile new rounds
+	// wait in the queue, so an outage shorter than this, and than the
+	// queue takes to fill, loses no round. A write that fails while the
+	// database answers (a batch it refuses) is retried at most
+	// reachableRetries times, then dropped, so it never holds up the
+	// rounds behind it for long.
+	RetryFor time.Duration
 	// Written is told after every committed write (this replica's
 	// watcher reads it at once).
 	Written func()
@@ -73,6 +82,9 @@ func NewRecorder(ctx context.Context, opts Options) *Recorder {
 	}
 	if opts.BatchDelay <= 0 {
 		opts.BatchDelay = 100 * time.Millisecond
+	}
+	if opts.RetryFor <= 0 {
+		opts.RetryFor = 30 * time.Second
 	}
 	r := &Recorder{
 		opts:  opts,
@@ -199,15 +211,60 @@ func (r *Recorder) run(ctx context.Context) {
 	}
 }
 
+// Retries of a failed batch write: the first wait, the longest, and how
+// many times a write that failed while the database answered is tried
+// again (a pooled connection the database closed fails once, then the
+// pool opens a fresh one).
+const (
+	retryFirst       = 100 * time.Millisecond
+	retryMax         = 2 * time.Second
+	reachableRetries = 2
+)
+
+// writeBatch writes a batch, retrying it while the database is
+// unreachable (up to RetryFor). A batch is one transaction, so a failed
+// write left nothing behind; only a commit whose answer was lost (the
+// connection cut just then) can be written twice, and its rounds then
+// appear twice in the flow's record.
 func (r *Recorder) writeBatch(ctx context.Context, batch []store.RoundWrite) {
-	if _, err := r.opts.Store.WriteRounds(ctx, batch); err != nil {
-		if ctx.Err() == nil {
-			r.log.Warn("flow record write failed; rounds dropped", "rounds", len(batch), "err", err)
+	deadline := time.Now().Add(r.opts.RetryFor)
+	wait, reachable := retryFirst, 0
+	for attempt := 0; ; attempt++ {
+		_, err := r.opts.Store.WriteRounds(ctx, batch)
+		if err == nil {
+			if attempt > 0 {
+				r.log.Info("flow record write succeeded after retries", "rounds", len(batch), "attempts", attempt+1)
+			}
+			r.committed(ctx)
+			return
 		}
-		r.drop(int64(len(batch)))
-		return
+		if ctx.Err() != nil {
+			r.drop(int64(len(batch)))
+			return
+		}
+		up := r.opts.Store.Ping(ctx) == nil
+		if up {
+			reachable++
+		}
+		if (up && reachable > reachableRetries) || time.Now().Add(wait).After(deadline) {
+			r.log.Warn("flow record write failed; rounds dropped", "rounds", len(batch), "attempts", attempt+1, "err", err)
+			r.drop(int64(len(batch)))
+			return
+		}
+		if attempt == 0 {
+			r.log.Warn("flow record write failed; retrying while the database is unreachable", "rounds", len(batch), "err", err)
+		}
+		if up {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			r.drop(int64(len(batch)))
+			return
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, retryMax)
 	}
-	r.committed(ctx)
 }
 
 // committed tells this replica's watchers and, through the database,

@@ -175,19 +175,34 @@ func (s *Store) MigrateTo(ctx context.Context, last int) (applied int, err error
 		all = all[:len(all)-1]
 	}
 	db := s.db.WithContext(ctx)
-	if err := db.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+	// lock serialises replicas on PostgreSQL: held until commit, so a
+	// second replica waits, then sees what the first one wrote.
+	lock := func(tx *gorm.DB) error {
+		if s.dialect != Postgres {
+			return nil
+		}
+		if err := tx.Exec(`SELECT pg_advisory_xact_lock(727274)`).Error; err != nil {
+			return fmt.Errorf("lock: %w", err)
+		}
+		return nil
+	}
+	// Under the lock too: two CREATE TABLE IF NOT EXISTS racing on an
+	// empty database both try to create the table's type, and one fails.
+	if err := db.Transaction(func(tx *gorm.DB) error {
+		if err := lock(tx); err != nil {
+			return err
+		}
+		return tx.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    BIGINT PRIMARY KEY,
 		name       TEXT NOT NULL,
-		applied_at TIMESTAMP NOT NULL)`).Error; err != nil {
+		applied_at TIMESTAMP NOT NULL)`).Error
+	}); err != nil {
 		return 0, fmt.Errorf("create schema_migrations: %w", err)
 	}
 	for _, m := range all {
 		err := db.Transaction(func(tx *gorm.DB) error {
-			if s.dialect == Postgres {
-				// Held until commit: a second replica waits, then sees the row.
-				if err := tx.Exec(`SELECT pg_advisory_xact_lock(727274)`).Error; err != nil {
-					return fmt.Errorf("lock: %w", err)
-				}
+			if err := lock(tx); err != nil {
+				return err
 			}
 			var n int64
 			if err := tx.Table("schema_migrations").Where("version = ?", m.Version).Count(&n).Error; err != nil {

@@ -230,7 +230,10 @@ func (e *Endpoint) serveLegacy(x *exchange, snap *snapshot, p *auth.Principal, b
 
 // session verifies the request's Mcp-Session-Id: missing is 400; unknown,
 // forged, expired, ended or another caller's is 404, after which the
-// client starts a new session.
+// client starts a new session. A session that can be verified only
+// against its record (its key retired) while the record cannot be read
+// is 503: the session may well be alive, and a 404 would make the client
+// drop it and every call it has in flight.
 func (l *legacy) session(x *exchange, snap *snapshot, p *auth.Principal) (*session, bool) {
 	id := x.req.Header.Get(mcp.HeaderSessionID)
 	if id == "" {
@@ -239,6 +242,11 @@ func (l *legacy) session(x *exchange, snap *snapshot, p *auth.Principal) (*sessi
 	}
 	s, reason := l.open(x.ctx, snap, p, id)
 	if s == nil {
+		if reason == reasonSessionStore {
+			l.e.log.WarnContext(x.ctx, "legacy session record unavailable", "tenant", snap.slug)
+			x.fail(errSessionsUnavailable())
+			return nil, false
+		}
 		l.e.log.InfoContext(x.ctx, "legacy session refused", "tenant", snap.slug, "reason", reason)
 		x.fail(errSessionNotFound())
 		return nil, false
@@ -246,8 +254,19 @@ func (l *legacy) session(x *exchange, snap *snapshot, p *auth.Principal) (*sessi
 	return s, true
 }
 
+// reasonSessionStore is why a session could not be verified when its
+// record could not be read.
+const reasonSessionStore = "session_record"
+
 func errSessionNotFound() *rpcError {
 	return newError(http.StatusNotFound, mcp.CodeSessionNotFound, "Session not found", nil)
+}
+
+// errSessionsUnavailable answers a request that needs a session's record
+// (or the relay) while the database does not answer: 503, so the client
+// sends it again rather than give the session up.
+func errSessionsUnavailable() *rpcError {
+	return newError(http.StatusServiceUnavailable, mcp.CodeInternalError, "Sessions are unavailable right now; try again", nil)
 }
 
 // legacyFail answers a method's error as legacy clients expect it: in
@@ -360,7 +379,7 @@ func (l *legacy) initialize(x *exchange, snap *snapshot, p *auth.Principal, raw 
 	if err := l.e.opts.Store.CreateLegacySession(x.ctx, row); err != nil {
 		// Without its record a session could not be ended: refuse it.
 		l.e.log.ErrorContext(x.ctx, "cannot record a legacy session", "tenant", snap.slug, "err", err)
-		x.fail(newError(http.StatusServiceUnavailable, mcp.CodeInternalError, "Sessions are unavailable right now", nil))
+		x.fail(errSessionsUnavailable())
 		return
 	}
 	result := map[string]any{
@@ -384,14 +403,19 @@ func (l *legacy) notified(x *exchange, snap *snapshot, s *session, method string
 			RequestID json.RawMessage `json:"requestId"`
 		}
 		if json.Unmarshal(raw, &p) == nil && len(p.RequestID) > 0 && len(p.RequestID) <= 200 {
-			l.relay.post(x.ctx, snap.tenantID, s.id, callTarget(s.id, p.RequestID), nil)
+			// A cancellation that cannot be passed on is not retried: the
+			// call then ends by itself (its round times out).
+			_ = l.relay.post(x.ctx, snap.tenantID, s.id, callTarget(s.id, p.RequestID), nil)
 		}
 	}
 	x.w.WriteHeader(http.StatusAccepted)
 }
 
 // answered takes a client's response to a request the platform sent on a
-// bridged call's stream, and relays it to that call.
+// bridged call's stream, and relays it to that call. An answer that can
+// be neither handed over here nor passed on (the database down) is 503,
+// so the client sends it again instead of waiting for a call that will
+// never see it.
 func (l *legacy) answered(x *exchange, snap *snapshot, p *auth.Principal, m *wrapped, body []byte) {
 	s, ok := l.session(x, snap, p)
 	if !ok {
@@ -399,7 +423,10 @@ func (l *legacy) answered(x *exchange, snap *snapshot, p *auth.Principal, m *wra
 	}
 	var id string
 	if json.Unmarshal(m.ID, &id) == nil && validLegID(id) {
-		l.relay.post(x.ctx, snap.tenantID, s.id, "r:"+id, body)
+		if err := l.relay.post(x.ctx, snap.tenantID, s.id, "r:"+id, body); err != nil {
+			x.fail(errSessionsUnavailable())
+			return
+		}
 	}
 	x.w.WriteHeader(http.StatusAccepted)
 }
@@ -488,7 +515,8 @@ func (l *legacy) subscribe(x *exchange, c *call, s *session) {
 }
 
 // storeFailed answers a failed read or write of the session's record: an
-// ended session is 404, anything else an internal error.
+// ended session is 404; anything else (the database down) is 503, which
+// the client may send again.
 func (l *legacy) storeFailed(x *exchange, c *call, err error) {
 	if errors.Is(err, errSessionGone) || errors.Is(err, store.ErrNotFound) {
 		x.fail(errSessionNotFound())
@@ -497,7 +525,7 @@ func (l *legacy) storeFailed(x *exchange, c *call, err error) {
 	if x.ctx.Err() == nil {
 		l.e.log.ErrorContext(x.ctx, "legacy session record unavailable", "tenant", c.snap.slug, "err", err)
 	}
-	legacyFail(x, errInternal())
+	x.fail(errSessionsUnavailable())
 }
 
 // end answers DELETE: the session ends on every replica (its calls held

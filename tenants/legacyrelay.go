@@ -163,17 +163,20 @@ func (r *relay) stopAll() {
 }
 
 // post delivers a message a client sent on a verified session: here if
-// the call is held here, else to whichever replica holds it.
-func (r *relay) post(ctx context.Context, tenantID, sessionID, target string, body []byte) {
+// the call is held here, else to whichever replica holds it. It fails
+// only when the message could not be passed on (the database down).
+func (r *relay) post(ctx context.Context, tenantID, sessionID, target string, body []byte) error {
 	if r.deliver(tenantID, sessionID, target, body) {
-		return
+		return nil
 	}
 	if r.st.Dialect() != store.Postgres {
-		return // one node: the call ended already
+		return nil // one node: the call ended already
 	}
 	if err := r.st.RelayLegacy(ctx, tenantID, sessionID, target, body); err != nil {
 		r.log.WarnContext(ctx, "relaying a legacy client's message failed", "target_kind", target[:1], "err", err)
+		return err
 	}
+	return nil
 }
 
 // deliver hands a message to the call held here for target, if any and

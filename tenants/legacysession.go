@@ -172,7 +172,7 @@ func (l *legacy) openRetired(ctx context.Context, snap *snapshot, p *auth.Princi
 	case errors.Is(err, store.ErrNotFound):
 		return nil, mrtr.ReasonUnknownKey
 	case err != nil:
-		return nil, "session_record"
+		return nil, reasonSessionStore
 	case subtle.ConstantTimeCompare([]byte(row.TokenHash), []byte(hashHex(id))) != 1:
 		return nil, mrtr.ReasonUnknownKey
 	case row.PrincipalHash != hashHex(p.Binding()):

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -12,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,14 +19,12 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/opsmcp/platform/config"
 	"github.com/opsmcp/platform/internal/oidctest"
+	"github.com/opsmcp/platform/internal/otlpreceiver"
 	"github.com/opsmcp/platform/internal/platformtest"
 	"github.com/opsmcp/platform/internal/testwait"
 	"github.com/opsmcp/platform/server"
@@ -410,75 +406,20 @@ func TestToolContentIsTracedOnlyWhenTheTenantOptsIn(t *testing.T) {
 	}
 }
 
-// otlpReceiver is an OTLP/HTTP collector: it decodes every protobuf
-// export it receives.
-type otlpReceiver struct {
-	*httptest.Server
-	mu          sync.Mutex
-	spans       []*tracepb.Span
-	res         []*commonpb.KeyValue
-	metricNames []string
+// newReceiver runs an OTLP/HTTP collector that decodes every export.
+func newReceiver(t testing.TB) (*otlpreceiver.Receiver, string) {
+	rc := &otlpreceiver.Receiver{}
+	srv := httptest.NewServer(rc)
+	t.Cleanup(srv.Close)
+	return rc, srv.URL
 }
 
-func newReceiver(t testing.TB) *otlpReceiver {
-	rc := &otlpReceiver{}
-	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		switch r.URL.Path {
-		case "/v1/traces":
-			var req coltracepb.ExportTraceServiceRequest
-			if err := proto.Unmarshal(body, &req); err != nil {
-				http.Error(w, err.Error(), 400)
-				return
-			}
-			rc.mu.Lock()
-			for _, rs := range req.ResourceSpans {
-				rc.res = append(rc.res, rs.GetResource().GetAttributes()...)
-				for _, ss := range rs.ScopeSpans {
-					rc.spans = append(rc.spans, ss.Spans...)
-				}
-			}
-			rc.mu.Unlock()
-			out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
-			w.Header().Set("Content-Type", "application/x-protobuf")
-			_, _ = w.Write(out)
-		case "/v1/metrics":
-			var req colmetricpb.ExportMetricsServiceRequest
-			if err := proto.Unmarshal(body, &req); err != nil {
-				http.Error(w, err.Error(), 400)
-				return
-			}
-			rc.mu.Lock()
-			for _, rm := range req.ResourceMetrics {
-				for _, sm := range rm.ScopeMetrics {
-					for _, m := range sm.Metrics {
-						rc.metricNames = append(rc.metricNames, m.Name)
-					}
-				}
-			}
-			rc.mu.Unlock()
-			w.Header().Set("Content-Type", "application/x-protobuf")
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	t.Cleanup(rc.Close)
-	return rc
-}
-
-func strAttr(kvs []*commonpb.KeyValue, key string) string {
-	for _, kv := range kvs {
-		if kv.Key == key {
-			return kv.Value.GetStringValue()
-		}
-	}
-	return ""
-}
+func strAttr(kvs []*commonpb.KeyValue, key string) string { return otlpreceiver.StringAttr(kvs, key) }
 
 func TestTheOTLPExporterDeliversLinkedSpansAndNoSecretIsEverExported(t *testing.T) {
-	rc := newReceiver(t)
+	rc, rcURL := newReceiver(t)
 	getenv := func(k string) string {
-		return map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": rc.URL, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}[k]
+		return map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": rcURL, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}[k]
 	}
 	tel, err := telemetry.Setup(context.Background(), telemetry.Config{Version: "test", InstanceID: "replica-1", Getenv: getenv})
 	if err != nil {
@@ -517,10 +458,9 @@ func TestTheOTLPExporterDeliversLinkedSpansAndNoSecretIsEverExported(t *testing.
 	if err := tel.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
+	spans, resource, metricNames := rc.Spans(), rc.Resource(), rc.MetricNames()
 	byName := map[string][]*tracepb.Span{}
-	for _, s := range rc.spans {
+	for _, s := range spans {
 		byName[s.Name] = append(byName[s.Name], s)
 	}
 	rounds := byName["tools/call order"]
@@ -550,11 +490,11 @@ func TestTheOTLPExporterDeliversLinkedSpansAndNoSecretIsEverExported(t *testing.
 	if string(wh.TraceId) != string(rounds[2].TraceId) || string(wh.ParentSpanId) != string(rounds[2].SpanId) {
 		t.Fatal("webhook span not under the final round")
 	}
-	if !slices.Contains(rc.metricNames, telemetry.MetricOperationDuration) || !slices.Contains(rc.metricNames, telemetry.MetricFlowRounds) {
-		t.Fatalf("metrics exported over OTLP: %v", rc.metricNames)
+	if !slices.Contains(metricNames, telemetry.MetricOperationDuration) || !slices.Contains(metricNames, telemetry.MetricFlowRounds) {
+		t.Fatalf("metrics exported over OTLP: %v", metricNames)
 	}
-	if strAttr(rc.res, "service.name") != "opsmcp-platform" || strAttr(rc.res, "service.version") != "test" || strAttr(rc.res, "service.instance.id") != "replica-1" {
-		t.Fatalf("resource %v", rc.res)
+	if strAttr(resource, "service.name") != "opsmcp-platform" || strAttr(resource, "service.version") != "test" || strAttr(resource, "service.instance.id") != "replica-1" {
+		t.Fatalf("resource %v", resource)
 	}
 	// No secret anywhere: attributes, events, links, resource, logs.
 	var exported []string
@@ -564,8 +504,8 @@ func TestTheOTLPExporterDeliversLinkedSpansAndNoSecretIsEverExported(t *testing.
 			exported = append(exported, kv.Key+"="+string(b)+" "+kv.Value.String())
 		}
 	}
-	collect(rc.res)
-	for _, s := range rc.spans {
+	collect(resource)
+	for _, s := range spans {
 		exported = append(exported, s.Name, s.Status.GetMessage(), string(s.TraceState))
 		collect(s.Attributes)
 		for _, e := range s.Events {
@@ -690,10 +630,10 @@ func TestPrometheusMetricsAfterAKnownFlow(t *testing.T) {
 }
 
 func TestAStoppingReplicaFlushesWhatItTraced(t *testing.T) {
-	rc := newReceiver(t)
+	rc, rcURL := newReceiver(t)
 	// The platform builds its telemetry from the environment, as in
 	// production, and flushes it when it stops.
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rc.URL)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcURL)
 	t.Setenv("OTEL_SERVICE_NAME", "opsmcp-test")
 	for _, k := range []string{"OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
 		t.Setenv(k, "")
@@ -704,20 +644,19 @@ func TestAStoppingReplicaFlushesWhatItTraced(t *testing.T) {
 	h.setSecret(p.Tool(t, "acme", echoTool("echo", h.URL)))
 	platformtest.Result(t, p.MCP(t, "acme", "tools/call", obj{"name": "echo", "arguments": obj{"msg": "x"}}))
 	p.Stop()
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
+	spans, resource, metricNames := rc.Spans(), rc.Resource(), rc.MetricNames()
 	var names []string
-	for _, s := range rc.spans {
+	for _, s := range spans {
 		names = append(names, s.Name)
 	}
 	if !slices.Contains(names, "tools/call echo") || !slices.Contains(names, "webhook tool echo") {
 		t.Fatalf("spans flushed at stop: %v", names)
 	}
-	if strAttr(rc.res, "service.name") != "opsmcp-test" || strAttr(rc.res, "service.version") != "test" || strAttr(rc.res, "service.instance.id") == "" {
-		t.Fatalf("resource %v", rc.res)
+	if strAttr(resource, "service.name") != "opsmcp-test" || strAttr(resource, "service.version") != "test" || strAttr(resource, "service.instance.id") == "" {
+		t.Fatalf("resource %v", resource)
 	}
-	if !slices.Contains(rc.metricNames, telemetry.MetricOperationDuration) {
-		t.Fatalf("metrics flushed at stop: %v", rc.metricNames)
+	if !slices.Contains(metricNames, telemetry.MetricOperationDuration) {
+		t.Fatalf("metrics flushed at stop: %v", metricNames)
 	}
 }
 
