@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -156,6 +157,17 @@ func (s *Store) WriteRounds(ctx context.Context, writes []RoundWrite) (int, erro
 			m.flow.Seq = next
 			next++
 		}
+		if s.dialect == SQLite {
+			if err := upsertFlowsJSON(tx, merged); err != nil {
+				return err
+			}
+			for start := 0; start < len(merged); start += sqliteRoundRows {
+				if err := insertRounds(tx, merged[start:min(start+sqliteRoundRows, len(merged))]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 		for start := 0; start < len(merged); start += upsertRows {
 			part := merged[start:min(start+upsertRows, len(merged))]
 			if err := upsertFlows(tx, part); err != nil {
@@ -176,6 +188,11 @@ func (s *Store) WriteRounds(ctx context.Context, writes []RoundWrite) (int, erro
 // upsertRows bounds the rows of one statement (PostgreSQL takes at most
 // 65535 parameters; a flow row has 26).
 const upsertRows = 1000
+
+// sqliteRoundRows bounds the rows of one flow_rounds statement on SQLite,
+// whose driver binds a statement's parameters in time quadratic in their
+// number (it looks each one up in the whole argument list).
+const sqliteRoundRows = 128
 
 // mergedFlow is a batch's writes of one flow.
 type mergedFlow struct {
@@ -285,9 +302,9 @@ func insertRounds(tx *gorm.DB, ms []*mergedFlow) error {
 			continue
 		}
 		if len(args) == 0 {
-			sql.WriteString("INSERT INTO flow_rounds (flow_id, seq, tenant_id, rounds) VALUES (?,?,?,?)")
+			sql.WriteString(roundsInsert)
 		} else {
-			sql.WriteString(",(?,?,?,?)")
+			sql.WriteString("," + roundsValues)
 		}
 		buf = appendRounds(buf[:0], m.rounds)
 		args = append(args, m.flow.ID, m.flow.Seq, m.flow.TenantID, string(buf))
@@ -301,28 +318,118 @@ func insertRounds(tx *gorm.DB, ms []*mergedFlow) error {
 	return nil
 }
 
+// flowValues is one row's placeholders for flowColumns.
+var flowValues = "(" + strings.Repeat("?,", flowColumnCount-1) + "?)"
+
+const (
+	roundsValues = "(?,?,?,?)"
+	roundsInsert = "INSERT INTO flow_rounds (flow_id, seq, tenant_id, rounds) VALUES " + roundsValues
+	flowInsert   = "INSERT INTO flows (" + flowColumns + ") VALUES "
+)
+
 // upsertFlows writes merged flows' rows in one statement.
 func upsertFlows(tx *gorm.DB, ms []*mergedFlow) error {
 	var sql strings.Builder
-	sql.Grow(len(ms)*80 + len(flowUpsert) + 256)
-	sql.WriteString("INSERT INTO flows (" + flowColumns + ") VALUES ")
+	sql.Grow(len(ms)*(len(flowValues)+1) + len(flowInsert) + len(flowUpsert))
+	sql.WriteString(flowInsert)
 	args := make([]any, 0, len(ms)*25)
 	for i, m := range ms {
 		if i > 0 {
 			sql.WriteByte(',')
 		}
-		sql.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
-		f := &m.flow
-		args = append(args, f.ID, f.TenantID, f.TenantSlug, f.Method, f.Target, f.PrincipalIssuer, f.PrincipalSubject,
-			f.PrincipalClient, f.ClientName, f.ClientVersion, f.Era, f.State, f.Rounds, f.PendingKinds, f.KeyID, f.Replica,
-			f.TraceID, f.Detail, f.StartedAt.UTC(), f.UpdatedAt.UTC(), utcPtr(f.WaitingSince), utcPtr(f.StateExpiresAt),
-			f.ServerUS, f.ClientWaitUS, f.Seq)
+		sql.WriteString(flowValues)
+		args = m.flow.appendArgs(args)
 	}
 	sql.WriteString(flowUpsert)
 	if err := tx.Exec(sql.String(), args...).Error; err != nil {
 		return fmt.Errorf("write flows: %w", err)
 	}
 	return nil
+}
+
+// upsertFlowsJSON writes merged flows' rows on SQLite: one statement
+// whose one parameter is every row, a JSON array of arrays that the
+// statement reads with json_each. SQLite's driver compiles a statement
+// on every execution (an upsert like this one costs more to compile than
+// a row costs to write) and binds parameters in quadratic time, so
+// neither a statement per row nor many rows of 25 parameters is cheap;
+// one parameter for the batch is. The values are strings, integers and
+// nulls only, times in the driver's own format, so rows read back exactly
+// as if they had been bound.
+func upsertFlowsJSON(tx *gorm.DB, ms []*mergedFlow) error {
+	b := make([]byte, 0, len(ms)*512)
+	b = append(b, '[')
+	for i, m := range ms {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = m.flow.appendJSONRow(b)
+	}
+	b = append(b, ']')
+	if err := tx.Exec(flowInsertJSON, string(b)).Error; err != nil {
+		return fmt.Errorf("write flows: %w", err)
+	}
+	return nil
+}
+
+// flowInsertJSON is upsertFlowsJSON's statement. "WHERE true" is how
+// SQLite tells an upsert's ON CONFLICT from a join's ON after a SELECT.
+var flowInsertJSON = func() string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO flows (" + flowColumns + ") SELECT ")
+	for i := range flowColumnCount {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "value->>'$[%d]'", i)
+	}
+	b.WriteString(" FROM json_each(?) WHERE true" + flowUpsert)
+	return b.String()
+}()
+
+// flowColumnCount is the number of flowColumns.
+var flowColumnCount = strings.Count(flowColumns, ",") + 1
+
+// sqliteTime is how the SQLite driver writes a time.Time it binds.
+const sqliteTime = "2006-01-02 15:04:05.999999999-07:00"
+
+// appendJSONRow appends the flow's values for flowColumns as a JSON
+// array, in their order (appendArgs's, written for SQLite's json_each).
+func (f *Flow) appendJSONRow(b []byte) []byte {
+	b = append(b, '[')
+	for i, v := range [...]string{f.ID, f.TenantID, f.TenantSlug, f.Method, f.Target, f.PrincipalIssuer,
+		f.PrincipalSubject, f.PrincipalClient, f.ClientName, f.ClientVersion, f.Era, f.State} {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, v)
+	}
+	b = strconv.AppendInt(append(b, ','), int64(f.Rounds), 10)
+	for _, v := range [...]string{f.PendingKinds, f.KeyID, f.Replica, f.TraceID, f.Detail} {
+		b = appendString(append(b, ','), v)
+	}
+	for _, t := range [...]*time.Time{&f.StartedAt, &f.UpdatedAt, f.WaitingSince, f.StateExpiresAt} {
+		b = append(b, ',')
+		if t == nil {
+			b = append(b, "null"...)
+			continue
+		}
+		b = append(b, '"')
+		b = t.UTC().AppendFormat(b, sqliteTime)
+		b = append(b, '"')
+	}
+	b = strconv.AppendInt(append(b, ','), f.ServerUS, 10)
+	b = strconv.AppendInt(append(b, ','), f.ClientWaitUS, 10)
+	b = strconv.AppendInt(append(b, ','), f.Seq, 10)
+	return append(b, ']')
+}
+
+// appendArgs appends the flow's values for flowColumns, in their order.
+func (f *Flow) appendArgs(args []any) []any {
+	return append(args, f.ID, f.TenantID, f.TenantSlug, f.Method, f.Target, f.PrincipalIssuer, f.PrincipalSubject,
+		f.PrincipalClient, f.ClientName, f.ClientVersion, f.Era, f.State, f.Rounds, f.PendingKinds, f.KeyID, f.Replica,
+		f.TraceID, f.Detail, f.StartedAt.UTC(), f.UpdatedAt.UTC(), utcPtr(f.WaitingSince), utcPtr(f.StateExpiresAt),
+		f.ServerUS, f.ClientWaitUS, f.Seq)
 }
 
 func utcPtr(t *time.Time) *time.Time {

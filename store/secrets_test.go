@@ -15,7 +15,7 @@ func key(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
 
 // acmeStore is a migrated store at url holding the tenant acme, sealing
 // under key(1) when sealed is set.
-func acmeStore(t *testing.T, url string, sealed bool) *store.Store {
+func acmeStore(t testing.TB, url string, sealed bool) *store.Store {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, url)
