@@ -21,6 +21,10 @@ type compiledInput struct {
 	sampling *samplingTemplate
 	need     capNeed
 	usesArgs bool
+	// static is the question rendered once at compile time when it reads
+	// no arguments (most do): rendering and digesting it again on every
+	// round would give the same bytes. Shared and read-only.
+	static *question
 }
 
 // compileInputs validates inputs and prepares them for Resolve.
@@ -143,6 +147,13 @@ func compileInput(in *Input, p string) (compiledInput, error) {
 		return c, newInputError(p+".kind", "is required (form, url, sampling or roots)")
 	default:
 		return c, newInputError(p+".kind", fmt.Sprintf("unknown kind %q (want form, url, sampling or roots)", in.Kind))
+	}
+	if !c.usesArgs {
+		q, err := c.render(nil, "")
+		if err != nil {
+			return c, &InputError{Path: p, Err: err}
+		}
+		c.static = &q
 	}
 	return c, nil
 }

@@ -34,6 +34,9 @@ var rootsParams = json.RawMessage(`{}`)
 // render renders c's question. A non-empty reason (why the previous
 // answer was rejected) is appended to form and URL messages.
 func (c *compiledInput) render(args map[string]any, reason string) (question, error) {
+	if c.static != nil && reason == "" {
+		return *c.static, nil
+	}
 	var req InputRequest
 	var err error
 	switch c.in.Kind {

@@ -922,3 +922,37 @@ func TestFormFieldOrderIsTheTenantsAndDoesNotChangeTheDigest(t *testing.T) {
 		t.Fatalf("the same question in another key order got another digest: %q vs %q", r1.Record.Asked["f"], r2.Record.Asked["f"])
 	}
 }
+
+// BenchmarkResolveCompiled is Resolve as the platform calls it: over
+// inputs compiled once per catalogue snapshot, a first round asking a
+// fixed question and a second answering it.
+func BenchmarkResolveCompiled(b *testing.B) {
+	ins, err := mrtr.CompileInputs([]mrtr.Input{
+		formQuestion("confirm", "Proceed?", `{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]}`),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	first, err := ins.Resolve(nil, mrtr.Record{}, nil, bareElicitation)
+	if err != nil {
+		b.Fatal(err)
+	}
+	prev := sealRecord(b, first.Record)
+	resp := answersFor("confirm", `{"action":"accept","content":{"ok":true}}`)
+	b.Run("ask", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if res, err := ins.Resolve(nil, mrtr.Record{}, nil, bareElicitation); err != nil || res.Done {
+				b.Fatal(err, res)
+			}
+		}
+	})
+	b.Run("answered", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if res, err := ins.Resolve(nil, prev, resp, bareElicitation); err != nil || !res.Done {
+				b.Fatal(err, res)
+			}
+		}
+	})
+}
