@@ -24,7 +24,7 @@ type Options struct {
 	// a full queue drops rounds rather than hold up serving.
 	QueueSize int
 	// BatchSize and BatchDelay bound a write: at most BatchSize rounds,
-	// and a round waits at most BatchDelay (defaults 512, 100 ms). Larger
+	// and a round waits at most BatchDelay (defaults 2048, 100 ms). Larger
 	// batches merge more rounds of one flow into one change.
 	BatchSize  int
 	BatchDelay time.Duration
@@ -78,7 +78,7 @@ func NewRecorder(ctx context.Context, opts Options) *Recorder {
 		opts.QueueSize = 10_000
 	}
 	if opts.BatchSize <= 0 {
-		opts.BatchSize = 512
+		opts.BatchSize = 2048
 	}
 	if opts.BatchDelay <= 0 {
 		opts.BatchDelay = 100 * time.Millisecond

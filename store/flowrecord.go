@@ -157,24 +157,12 @@ func (s *Store) WriteRounds(ctx context.Context, writes []RoundWrite) (int, erro
 			m.flow.Seq = next
 			next++
 		}
-		if s.dialect == SQLite {
-			if err := upsertFlowsJSON(tx, merged); err != nil {
-				return err
-			}
-			for start := 0; start < len(merged); start += sqliteRoundRows {
-				if err := insertRounds(tx, merged[start:min(start+sqliteRoundRows, len(merged))]); err != nil {
-					return err
-				}
-			}
-			return nil
+		if err := tx.Exec(flowStatements[s.dialect].flows, flowRows(merged)).Error; err != nil {
+			return fmt.Errorf("write flows: %w", err)
 		}
-		for start := 0; start < len(merged); start += upsertRows {
-			part := merged[start:min(start+upsertRows, len(merged))]
-			if err := upsertFlows(tx, part); err != nil {
-				return err
-			}
-			if err := insertRounds(tx, part); err != nil {
-				return err
+		if rows := roundRows(merged); rows != "" {
+			if err := tx.Exec(flowStatements[s.dialect].rounds, rows).Error; err != nil {
+				return fmt.Errorf("write flow rounds: %w", err)
 			}
 		}
 		return nil
@@ -184,15 +172,6 @@ func (s *Store) WriteRounds(ctx context.Context, writes []RoundWrite) (int, erro
 	}
 	return len(merged), nil
 }
-
-// upsertRows bounds the rows of one statement (PostgreSQL takes at most
-// 65535 parameters; a flow row has 26).
-const upsertRows = 1000
-
-// sqliteRoundRows bounds the rows of one flow_rounds statement on SQLite,
-// whose driver binds a statement's parameters in time quadratic in their
-// number (it looks each one up in the whole argument list).
-const sqliteRoundRows = 128
 
 // mergedFlow is a batch's writes of one flow.
 type mergedFlow struct {
@@ -291,72 +270,70 @@ const flowUpsert = ` ON CONFLICT (id) DO UPDATE SET
 
 const newer = `excluded.rounds >= flows.rounds AND flows.state <> 'cancelled'`
 
-// insertRounds writes merged flows' rounds in one statement: a row per
-// flow, its rounds a JSON array.
-func insertRounds(tx *gorm.DB, ms []*mergedFlow) error {
-	var sql strings.Builder
-	args := make([]any, 0, len(ms)*4)
-	var buf []byte
-	for _, m := range ms {
-		if len(m.rounds) == 0 {
-			continue
+// A batch reaches the database as two statements whose one parameter
+// each is every row of the batch, a JSON array of arrays the statement
+// takes apart (json_each on SQLite, jsonb_array_elements on PostgreSQL).
+// Binding 25 parameters a row costs more than the rows: SQLite's driver
+// looks each parameter up in the whole argument list (quadratic in their
+// number) and compiles every statement on each execution, so neither many
+// rows of parameters nor a prepared statement per row is cheap there, and
+// pgx encodes each parameter on its own. One text parameter is a copy.
+// The values are strings, integers and nulls, times in SQLite's driver's
+// own format (PostgreSQL reads it too), so rows read back exactly as if
+// bound; a flow's rounds travel as a string, so nothing a tenant put in a
+// question (however deeply nested) is parsed on the way.
+
+// flowSQL is a dialect's two batch statements.
+type flowSQL struct{ flows, rounds string }
+
+var flowStatements = map[Dialect]flowSQL{SQLite: newFlowSQL(SQLite), Postgres: newFlowSQL(Postgres)}
+
+// newFlowSQL builds d's statements. PostgreSQL is told each non-text
+// column's type; SQLite needs "WHERE true" to tell an upsert's ON
+// CONFLICT from a join's ON after a SELECT.
+func newFlowSQL(d Dialect) flowSQL {
+	col := func(row string, i int, typ string) string {
+		if d == SQLite {
+			return fmt.Sprintf("%s->>'$[%d]'", row, i)
 		}
-		if len(args) == 0 {
-			sql.WriteString(roundsInsert)
-		} else {
-			sql.WriteString("," + roundsValues)
+		if typ == "" {
+			return fmt.Sprintf("%s->>%d", row, i)
 		}
-		buf = appendRounds(buf[:0], m.rounds)
-		args = append(args, m.flow.ID, m.flow.Seq, m.flow.TenantID, string(buf))
+		return fmt.Sprintf("(%s->>%d)::%s", row, i, typ)
 	}
-	if len(args) == 0 {
-		return nil
+	from := " FROM json_each(?) WHERE true"
+	row := "value"
+	if d == Postgres {
+		from, row = " FROM jsonb_array_elements(CAST(? AS jsonb)) AS r", "r"
 	}
-	if err := tx.Exec(sql.String(), args...).Error; err != nil {
-		return fmt.Errorf("write flow rounds: %w", err)
-	}
-	return nil
-}
-
-// flowValues is one row's placeholders for flowColumns.
-var flowValues = "(" + strings.Repeat("?,", flowColumnCount-1) + "?)"
-
-const (
-	roundsValues = "(?,?,?,?)"
-	roundsInsert = "INSERT INTO flow_rounds (flow_id, seq, tenant_id, rounds) VALUES " + roundsValues
-	flowInsert   = "INSERT INTO flows (" + flowColumns + ") VALUES "
-)
-
-// upsertFlows writes merged flows' rows in one statement.
-func upsertFlows(tx *gorm.DB, ms []*mergedFlow) error {
-	var sql strings.Builder
-	sql.Grow(len(ms)*(len(flowValues)+1) + len(flowInsert) + len(flowUpsert))
-	sql.WriteString(flowInsert)
-	args := make([]any, 0, len(ms)*25)
-	for i, m := range ms {
+	var f strings.Builder
+	f.WriteString("INSERT INTO flows (" + flowColumns + ") SELECT ")
+	for i, typ := range flowColumnTypes {
 		if i > 0 {
-			sql.WriteByte(',')
+			f.WriteByte(',')
 		}
-		sql.WriteString(flowValues)
-		args = m.flow.appendArgs(args)
+		f.WriteString(col(row, i, typ))
 	}
-	sql.WriteString(flowUpsert)
-	if err := tx.Exec(sql.String(), args...).Error; err != nil {
-		return fmt.Errorf("write flows: %w", err)
-	}
-	return nil
+	f.WriteString(from + flowUpsert)
+	rounds := "INSERT INTO flow_rounds (flow_id, seq, tenant_id, rounds) SELECT " +
+		col(row, 0, "") + "," + col(row, 1, "bigint") + "," + col(row, 2, "") + "," + col(row, 3, "") + from
+	return flowSQL{flows: f.String(), rounds: rounds}
 }
 
-// upsertFlowsJSON writes merged flows' rows on SQLite: one statement
-// whose one parameter is every row, a JSON array of arrays that the
-// statement reads with json_each. SQLite's driver compiles a statement
-// on every execution (an upsert like this one costs more to compile than
-// a row costs to write) and binds parameters in quadratic time, so
-// neither a statement per row nor many rows of 25 parameters is cheap;
-// one parameter for the batch is. The values are strings, integers and
-// nulls only, times in the driver's own format, so rows read back exactly
-// as if they had been bound.
-func upsertFlowsJSON(tx *gorm.DB, ms []*mergedFlow) error {
+// flowColumnTypes are flowColumns' PostgreSQL types where not text, in
+// their order; the flow's values are appended in the same order.
+var flowColumnTypes = func() []string {
+	types := map[string]string{"rounds": "integer", "started_at": "timestamp", "updated_at": "timestamp",
+		"waiting_since": "timestamp", "state_expires_at": "timestamp", "server_us": "bigint", "client_wait_us": "bigint", "seq": "bigint"}
+	var out []string
+	for c := range strings.SplitSeq(flowColumns, ",") {
+		out = append(out, types[strings.TrimSpace(c)])
+	}
+	return out
+}()
+
+// flowRows is the batch's flow rows as one JSON document.
+func flowRows(ms []*mergedFlow) string {
 	b := make([]byte, 0, len(ms)*512)
 	b = append(b, '[')
 	for i, m := range ms {
@@ -365,36 +342,42 @@ func upsertFlowsJSON(tx *gorm.DB, ms []*mergedFlow) error {
 		}
 		b = m.flow.appendJSONRow(b)
 	}
-	b = append(b, ']')
-	if err := tx.Exec(flowInsertJSON, string(b)).Error; err != nil {
-		return fmt.Errorf("write flows: %w", err)
-	}
-	return nil
+	return string(append(b, ']'))
 }
 
-// flowInsertJSON is upsertFlowsJSON's statement. "WHERE true" is how
-// SQLite tells an upsert's ON CONFLICT from a join's ON after a SELECT.
-var flowInsertJSON = func() string {
-	var b strings.Builder
-	b.WriteString("INSERT INTO flows (" + flowColumns + ") SELECT ")
-	for i := range flowColumnCount {
-		if i > 0 {
-			b.WriteByte(',')
+// roundRows is the batch's flow_rounds rows as one JSON document, each
+// flow's rounds a JSON array encoded as a string; "" when no flow has a
+// round to add (a batch of running marks only).
+func roundRows(ms []*mergedFlow) string {
+	var b, rounds []byte
+	for _, m := range ms {
+		if len(m.rounds) == 0 {
+			continue
 		}
-		fmt.Fprintf(&b, "value->>'$[%d]'", i)
+		if len(b) == 0 {
+			b = make([]byte, 0, len(ms)*2048)
+			b = append(b, '[')
+		} else {
+			b = append(b, ',')
+		}
+		b = appendString(append(b, '['), m.flow.ID)
+		b = strconv.AppendInt(append(b, ','), m.flow.Seq, 10)
+		b = appendString(append(b, ','), m.flow.TenantID)
+		rounds = appendRounds(rounds[:0], m.rounds)
+		b = appendString(append(b, ','), string(rounds))
+		b = append(b, ']')
 	}
-	b.WriteString(" FROM json_each(?) WHERE true" + flowUpsert)
-	return b.String()
-}()
-
-// flowColumnCount is the number of flowColumns.
-var flowColumnCount = strings.Count(flowColumns, ",") + 1
+	if len(b) == 0 {
+		return ""
+	}
+	return string(append(b, ']'))
+}
 
 // sqliteTime is how the SQLite driver writes a time.Time it binds.
 const sqliteTime = "2006-01-02 15:04:05.999999999-07:00"
 
 // appendJSONRow appends the flow's values for flowColumns as a JSON
-// array, in their order (appendArgs's, written for SQLite's json_each).
+// array, in their order.
 func (f *Flow) appendJSONRow(b []byte) []byte {
 	b = append(b, '[')
 	for i, v := range [...]string{f.ID, f.TenantID, f.TenantSlug, f.Method, f.Target, f.PrincipalIssuer,
@@ -422,22 +405,6 @@ func (f *Flow) appendJSONRow(b []byte) []byte {
 	b = strconv.AppendInt(append(b, ','), f.ClientWaitUS, 10)
 	b = strconv.AppendInt(append(b, ','), f.Seq, 10)
 	return append(b, ']')
-}
-
-// appendArgs appends the flow's values for flowColumns, in their order.
-func (f *Flow) appendArgs(args []any) []any {
-	return append(args, f.ID, f.TenantID, f.TenantSlug, f.Method, f.Target, f.PrincipalIssuer, f.PrincipalSubject,
-		f.PrincipalClient, f.ClientName, f.ClientVersion, f.Era, f.State, f.Rounds, f.PendingKinds, f.KeyID, f.Replica,
-		f.TraceID, f.Detail, f.StartedAt.UTC(), f.UpdatedAt.UTC(), utcPtr(f.WaitingSince), utcPtr(f.StateExpiresAt),
-		f.ServerUS, f.ClientWaitUS, f.Seq)
-}
-
-func utcPtr(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
 }
 
 // FlowFilter selects flows. Zero fields select everything.

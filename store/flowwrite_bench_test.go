@@ -22,30 +22,32 @@ import (
 func BenchmarkWriteRounds(b *testing.B) {
 	ctx := context.Background()
 	for _, d := range platformtest.Dialects() {
-		b.Run(d.Name, func(b *testing.B) {
-			st := acmeStore(b, d.New(b), false)
-			next := 0
-			batch := func() []store.RoundWrite {
-				ws := make([]store.RoundWrite, 0, 512)
-				for len(ws)+3 <= 512 {
-					ws = append(ws, twoRoundFlow(fmt.Sprintf("fl_%016d", next), time.Now())...)
-					next++
+		for _, size := range []int{512, 2048} {
+			b.Run(fmt.Sprintf("%s/batch=%d", d.Name, size), func(b *testing.B) {
+				st := acmeStore(b, d.New(b), false)
+				next := 0
+				batch := func() []store.RoundWrite {
+					ws := make([]store.RoundWrite, 0, size)
+					for len(ws)+3 <= size {
+						ws = append(ws, twoRoundFlow(fmt.Sprintf("fl_%016d", next), time.Now())...)
+						next++
+					}
+					return ws
 				}
-				return ws
-			}
-			var flows int
-			cpu0 := cpuTime()
-			for b.Loop() {
-				ws := batch()
-				if _, err := st.WriteRounds(ctx, ws); err != nil {
-					b.Fatal(err)
+				var flows int
+				cpu0 := cpuTime()
+				for b.Loop() {
+					ws := batch()
+					if _, err := st.WriteRounds(ctx, ws); err != nil {
+						b.Fatal(err)
+					}
+					flows += len(ws) / 3
 				}
-				flows += len(ws) / 3
-			}
-			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(flows), "µs/flow")
-			// CPU of this process only: PostgreSQL's own work is not in it.
-			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(flows), "cpu-µs/flow")
-		})
+				b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(flows), "µs/flow")
+				// CPU of this process only: PostgreSQL's own work is not in it.
+				b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(flows), "cpu-µs/flow")
+			})
+		}
 	}
 }
 
