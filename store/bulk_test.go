@@ -61,6 +61,18 @@ func TestCreateCataloguesInsertsTenantsAndItemsInBatches(t *testing.T) {
 			if err != nil || len(vs) != 451 {
 				t.Fatalf("%d tenants, %v", len(vs), err)
 			}
+			ids := map[string]string{}
+			for _, v := range vs {
+				if v.CatalogueVersion != 1 {
+					t.Fatalf("version %+v", v)
+				}
+				ids[v.Slug] = v.ID
+			}
+			for _, c := range cs {
+				if ids[c.Tenant.Slug] != c.Tenant.ID {
+					t.Fatalf("%s: id %q, want %q", c.Tenant.Slug, ids[c.Tenant.Slug], c.Tenant.ID)
+				}
+			}
 
 			// acme is taken: the call fails whole, u0000 included.
 			taken := append(seed("u", 300), store.Catalogue{Tenant: store.Tenant{Slug: "acme", DisplayName: "A"}})
