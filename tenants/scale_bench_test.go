@@ -118,7 +118,12 @@ func BenchmarkScale(b *testing.B) {
 					// phase of its own: a forced GC over a large heap
 					// would otherwise land in the CPU figure.
 					var heap uint64
-					runFlows(b, workers, flow, int64(4*workers), func() { heap = heapInuse() })
+					runFlows(b, workers, flow, int64(4*workers), func() {
+						heap = heapInuse()
+						if path := os.Getenv("BENCH_SCALE_HEAPPROFILE"); path != "" {
+							writeHeapProfile(b, fmt.Sprintf("%s.%d.flows%d", path, n, c))
+						}
+					})
 					b.ReportMetric(float64(heap)/(1<<20), "heap-MB")
 					b.ReportMetric(perTenant/1024, "KB/tenant")
 					b.ReportMetric(idle, "idle-cpu-ms/s")
