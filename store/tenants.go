@@ -228,10 +228,25 @@ type TenantVersion struct {
 }
 
 // TenantVersions lists every tenant's catalogue version in one query.
+// Every replica makes it each refresh interval, whatever its traffic, so
+// it scans rows itself: GORM's reflective scan added about 40% to the
+// read (BenchmarkTenantVersions on SQLite: 3.3 CPU-µs per tenant, 2.4
+// without), which every replica paid for every tenant every second.
 func (s *Store) TenantVersions(ctx context.Context) ([]TenantVersion, error) {
-	var out []TenantVersion
-	err := s.db.WithContext(ctx).Model(&Tenant{}).Select("id, slug, catalogue_version").Find(&out).Error
+	rows, err := s.db.WithContext(ctx).Raw(`SELECT id, slug, catalogue_version FROM tenants`).Rows()
 	if err != nil {
+		return nil, fmt.Errorf("read tenant versions: %w", err)
+	}
+	defer rows.Close()
+	var out []TenantVersion
+	for rows.Next() {
+		var v TenantVersion
+		if err := rows.Scan(&v.ID, &v.Slug, &v.CatalogueVersion); err != nil {
+			return nil, fmt.Errorf("read tenant versions: %w", err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read tenant versions: %w", err)
 	}
 	return out, nil
