@@ -366,7 +366,7 @@ func (e *Endpoint) begin(x *exchange, c *call) {
 	if c.method == mcp.MethodToolsCall && c.snap.settings.TraceContent {
 		rd.Content = &RoundContent{Arguments: c.p.Arguments}
 	}
-	x.ctx = e.tel.begin(rd, c.p.Meta)
+	x.ctx = e.tel.begin(rd, &c.p.Meta)
 	x.want = c.wantsEvents()
 	x.progressToken, x.logLevel = c.progressToken, c.logLevel
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -149,7 +150,7 @@ func (f *flowEngine) run(ctx context.Context, c *call, rd *Round, ev events) ans
 		fl.state = platformState{Webhook: resp.State, Asked: keys}
 		return f.ask(ctx, &sealer, c, b, rd, fl, open)
 	}
-	result, isError, err := completeResult(t.kind, resp.Result, c.snap.info)
+	result, isError, err := completeResult(t.kind, resp.Result, c.snap.resultMeta)
 	if err != nil {
 		return webhookFailed(c, t, &WebhookError{Class: "contract", Detail: err.Error()})
 	}
@@ -378,24 +379,35 @@ func webhookFailed(c *call, t *target, we *WebhookError) answer {
 // completeResult checks a webhook's complete result against the contract
 // for its kind and adds resultType and serverInfo; isError reports a
 // tool's own error result.
-func completeResult(kind string, raw json.RawMessage, meta map[string]any) (result map[string]json.RawMessage, isError bool, err error) {
+func completeResult(kind string, raw json.RawMessage, meta resultMeta) (result map[string]json.RawMessage, isError bool, err error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
 		return nil, false, errors.New("result must be a JSON object")
 	}
-	need := map[string]string{webhook.KindTool: "content", webhook.KindPrompt: "messages", webhook.KindResource: "contents"}[kind]
+	var need string
+	switch kind {
+	case webhook.KindTool:
+		need = "content"
+	case webhook.KindPrompt:
+		need = "messages"
+	case webhook.KindResource:
+		need = "contents"
+	}
 	if v, ok := m[need]; !ok || len(v) == 0 || v[0] != '[' {
 		return nil, false, fmt.Errorf("a %s result needs a %q array", kind, need)
 	}
 	m["resultType"] = json.RawMessage(`"complete"`)
-	metaObj := map[string]json.RawMessage{}
-	if raw, ok := m["_meta"]; ok {
-		_ = json.Unmarshal(raw, &metaObj)
+	if own := m["_meta"]; len(own) > 0 && own[0] == '{' {
+		// The backend's _meta, with ours over it.
+		var metaObj map[string]json.RawMessage
+		_ = json.Unmarshal(own, &metaObj)
+		maps.Copy(metaObj, meta.members)
+		m["_meta"], _ = json.Marshal(metaObj)
+	} else {
+		// None, or one that is not an object (dropped, as before; a null
+		// one used to panic, decoded into a nil map and written to).
+		m["_meta"] = meta.object
 	}
-	for k, v := range meta {
-		metaObj[k], _ = json.Marshal(v)
-	}
-	m["_meta"], _ = json.Marshal(metaObj)
 	if kind == webhook.KindResource {
 		if _, ok := m["ttlMs"]; !ok {
 			m["ttlMs"] = json.RawMessage("0")
@@ -405,6 +417,26 @@ func completeResult(kind string, raw json.RawMessage, meta map[string]any) (resu
 		}
 	}
 	return m, kind == webhook.KindTool && string(m["isError"]) == "true", nil
+}
+
+// resultMeta is the _meta every complete result carries, encoded once
+// per snapshot: the object, and each member for merging into a backend's
+// own _meta.
+type resultMeta struct {
+	object  json.RawMessage
+	members map[string]json.RawMessage
+}
+
+func newResultMeta(info map[string]any) resultMeta {
+	rm := resultMeta{members: make(map[string]json.RawMessage, len(info))}
+	for k, v := range info {
+		rm.members[k], _ = json.Marshal(v)
+	}
+	obj, _ := json.Marshal(rm.members)
+	// Capped: a result that appended to it could not write into the
+	// snapshot's copy.
+	rm.object = obj[:len(obj):len(obj)]
+	return rm
 }
 
 // splitResponses separates answers to declared inputs from answers to a

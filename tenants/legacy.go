@@ -219,9 +219,7 @@ func (e *Endpoint) serveLegacy(x *exchange, snap *snapshot, p *auth.Principal, b
 		return
 	}
 	q.version, q.caps, q.rawCaps, q.client = s.version, s.caps, s.rawCaps, s.client
-	if pt, ok := q.p.Meta["progressToken"]; ok && len(pt) > 0 && (pt[0] == '"' || pt[0] == '-' || (pt[0] >= '0' && pt[0] <= '9')) {
-		q.progressToken = pt
-	}
+	q.progressToken = q.p.Meta.token()
 	c := &call{request: q, snap: snap, principal: p}
 	x.round.SessionID, x.round.Era = s.id, s.version
 	e.begin(x, c)
@@ -324,8 +322,8 @@ func legacyTarget(q *request) *rpcError {
 	default:
 		return nil
 	}
-	var v string
-	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil || v == "" {
+	v, ok := jsonString(raw)
+	if len(raw) == 0 || !ok || v == "" {
 		return errInvalidParams("Invalid params: " + field + " must be a non-empty string")
 	}
 	if field == "name" {

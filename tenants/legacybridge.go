@@ -239,12 +239,12 @@ func (b *bridged) next(c *call, prev *Round) {
 		rd.Content = &RoundContent{Arguments: prev.Content.Arguments}
 	}
 	st := &spanState{base: prev.trace.base, header: prev.trace.header}
-	if _, meta := c.p.Meta["traceparent"]; st.header == nil && !meta && prev.trace.span != nil {
+	if st.header == nil && c.p.Meta.traceparent == nil && prev.trace.span != nil {
 		st.base = trace.ContextWithSpan(st.base, prev.trace.span)
 	}
 	rd.trace = st
 	x.round = rd
-	x.ctx = b.l.e.tel.begin(rd, c.p.Meta)
+	x.ctx = b.l.e.tel.begin(rd, &c.p.Meta)
 }
 
 // pause waits before a state-only round continues.

@@ -31,6 +31,8 @@ type snapshot struct {
 	origins     map[string]bool
 	// info is the serverInfo _meta every result carries; never mutated.
 	info map[string]any
+	// resultMeta is info encoded, for the results webhooks send.
+	resultMeta resultMeta
 	// audience is the endpoint's canonical URL, which state (and tokens)
 	// are bound to; metadataURL is its protected-resource metadata.
 	audience, metadataURL string
@@ -112,6 +114,7 @@ func buildSnapshot(c *store.Catalogue, version, publicURL string) (*snapshot, []
 	s.info = map[string]any{mcp.MetaServerInfo: map[string]string{
 		"name": "opsmcp/" + s.slug, "title": s.displayName, "version": version,
 	}}
+	s.resultMeta = newResultMeta(s.info)
 	for _, o := range s.settings.AllowedOrigins {
 		s.origins[strings.TrimSuffix(o, "/")] = true
 	}

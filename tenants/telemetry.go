@@ -69,15 +69,15 @@ func (t roundTelemetry) arrive(r *http.Request, st *spanState) context.Context {
 // one (with a link to the HTTP headers' context when that differs), else
 // the HTTP headers'. Metrics recorded in the returned context carry the
 // span, so exemplars (when enabled) point at it.
-func (t roundTelemetry) begin(rd *Round, meta map[string]json.RawMessage) context.Context {
+func (t roundTelemetry) begin(rd *Round, md *meta) context.Context {
 	st := rd.trace
 	parent := st.base
 	if st.header != nil {
 		parent = st.header
 	}
 	var links []trace.Link
-	if _, ok := meta["traceparent"]; ok {
-		metaCtx := t.tel.Propagator().Extract(st.base, metaCarrier(meta))
+	if md != nil && md.traceparent != nil { // nil: the request failed before it was read
+		metaCtx := t.tel.Propagator().Extract(st.base, metaCarrier{md})
 		if sc := trace.SpanContextFromContext(metaCtx); sc.IsValid() {
 			parent = metaCtx
 			if hsc := trace.SpanContextFromContext(st.header); hsc.IsValid() && !hsc.Equal(sc) {
@@ -102,23 +102,26 @@ func (t roundTelemetry) begin(rd *Round, meta map[string]json.RawMessage) contex
 	return ctx
 }
 
-// metaCarrier reads trace context from params._meta.
-type metaCarrier map[string]json.RawMessage
+// metaCarrier reads trace context from params._meta. The propagator is
+// W3C trace context and baggage, whose keys are all _meta keeps of it
+// (meta.field): Keys lists those present, not every key _meta had.
+type metaCarrier struct{ m *meta }
 
-func (m metaCarrier) Get(key string) string {
-	raw, ok := m[key]
-	if !ok || len(raw) == 0 || raw[0] != '"' {
+func (c metaCarrier) Get(key string) string {
+	f := c.m.field([]byte(key))
+	if f == nil || len(*f) == 0 || (*f)[0] != '"' {
 		return ""
 	}
-	var s string
-	_ = json.Unmarshal(raw, &s)
+	s, _ := jsonString(*f)
 	return s
 }
-func (m metaCarrier) Set(string, string) {}
-func (m metaCarrier) Keys() []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+func (c metaCarrier) Set(string, string) {}
+func (c metaCarrier) Keys() []string {
+	var out []string
+	for _, k := range [...]string{"traceparent", "tracestate", "baggage"} {
+		if *c.m.field([]byte(k)) != nil {
+			out = append(out, k)
+		}
 	}
 	return out
 }

@@ -42,6 +42,7 @@ func FuzzWebhookResponse(f *testing.F) {
 		"{\"type\":\"response\"}\n", "\n\n", `{"type":"nope"}`, `[]`, `{"type":"complete","result":[]}`,
 		`{"type":"complete","result":{"content":[1e999]}}`, "{\"type\":\"complete\",\"result\":{\"content\":[\"\xff\"]}}",
 		`{"type":"complete","type":"input_required","result":{"content":[]}}`,
+		`{"type":"complete","result":{"content":[],"_meta":null}}`, `{"type":"complete","result":{"content":[],"_meta":[1]}}`,
 	} {
 		f.Add([]byte(s), false, "tool")
 		f.Add([]byte(s), true, "prompt")
@@ -49,6 +50,7 @@ func FuzzWebhookResponse(f *testing.F) {
 	const max = 64 << 10
 	c := &webhookClient{maxResponse: max}
 	info := map[string]any{"io.modelcontextprotocol/serverInfo": map[string]string{"name": "opsmcp", "version": "fuzz"}}
+	meta := newResultMeta(info)
 	everyCap := mrtr.ClientCapabilities{Elicitation: &mrtr.ElicitationCapability{Form: &struct{}{}, URL: &struct{}{}}, Sampling: &mrtr.SamplingCapability{}, Roots: &mrtr.RootsCapability{}}
 	f.Fuzz(func(t *testing.T, body []byte, stream bool, kind string) {
 		var resp *webhook.Response
@@ -94,7 +96,7 @@ func FuzzWebhookResponse(f *testing.F) {
 			}
 		case webhook.TypeComplete:
 			for _, k := range []string{webhook.KindTool, webhook.KindPrompt, webhook.KindResource, kind} {
-				result, _, err := completeResult(k, resp.Result, info)
+				result, _, err := completeResult(k, resp.Result, meta)
 				if err != nil {
 					continue
 				}
@@ -107,4 +109,23 @@ func FuzzWebhookResponse(f *testing.F) {
 			t.Fatalf("accepted an answer of type %q", resp.Type)
 		}
 	})
+}
+
+// TestCompleteResultMeta: a result's _meta is ours over the backend's
+// own; one that is not an object (null too, which used to panic) is
+// replaced by ours.
+func TestCompleteResultMeta(t *testing.T) {
+	meta := newResultMeta(map[string]any{"io.modelcontextprotocol/serverInfo": map[string]string{"name": "opsmcp/<x>", "version": "1"}})
+	ours := `{"io.modelcontextprotocol/serverInfo":{"name":"opsmcp/\u003cx\u003e","version":"1"}}`
+	for raw, want := range map[string]string{
+		`{"content":[]}`:              ours,
+		`{"content":[],"_meta":null}`: ours,
+		`{"content":[],"_meta":"x"}`:  ours,
+		`{"content":[],"_meta":{"io.modelcontextprotocol/serverInfo":1,"b":[ 1 ]}}`: `{"b":[1],"io.modelcontextprotocol/serverInfo":{"name":"opsmcp/\u003cx\u003e","version":"1"}}`,
+	} {
+		result, _, err := completeResult(webhook.KindTool, json.RawMessage(raw), meta)
+		if err != nil || string(result["_meta"]) != want || string(result["resultType"]) != `"complete"` {
+			t.Errorf("%s: _meta %s (%v), want %s", raw, result["_meta"], err, want)
+		}
+	}
 }
