@@ -160,7 +160,7 @@ func (s *Store) WriteRounds(ctx context.Context, writes []RoundWrite) (int, erro
 		if err := tx.Exec(flowStatements[s.dialect].flows, flowRows(merged)).Error; err != nil {
 			return fmt.Errorf("write flows: %w", err)
 		}
-		if rows := roundRows(merged); rows != "" {
+		for _, rows := range roundRows(merged, maxRoundsDocument) {
 			if err := tx.Exec(flowStatements[s.dialect].rounds, rows).Error; err != nil {
 				return fmt.Errorf("write flow rounds: %w", err)
 			}
@@ -345,17 +345,31 @@ func flowRows(ms []*mergedFlow) string {
 	return string(append(b, ']'))
 }
 
-// roundRows is the batch's flow_rounds rows as one JSON document, each
-// flow's rounds a JSON array encoded as a string; "" when no flow has a
-// round to add (a batch of running marks only).
-func roundRows(ms []*mergedFlow) string {
+// maxRoundsDocument bounds one flow_rounds statement's document. A
+// round records the questions a tenant's webhook asked, which may be
+// megabytes, and PostgreSQL refuses a jsonb value past 256 MB: a batch
+// of large rounds is written in several statements, never refused whole.
+var maxRoundsDocument = 32 << 20
+
+// roundRows is the batch's flow_rounds rows as JSON documents of at most
+// about max bytes each (a flow's rounds are never split), each flow's
+// rounds a JSON array encoded as a string; none when no flow has a round
+// to add (a batch of running marks only).
+func roundRows(ms []*mergedFlow, max int) []string {
+	var docs []string
 	var b, rounds []byte
 	for _, m := range ms {
 		if len(m.rounds) == 0 {
 			continue
 		}
+		if len(b) > 0 && len(b) >= max {
+			docs = append(docs, string(append(b, ']')))
+			b = b[:0]
+		}
 		if len(b) == 0 {
-			b = make([]byte, 0, len(ms)*2048)
+			if b == nil {
+				b = make([]byte, 0, min(len(ms)*2048, max))
+			}
 			b = append(b, '[')
 		} else {
 			b = append(b, ',')
@@ -367,10 +381,10 @@ func roundRows(ms []*mergedFlow) string {
 		b = appendString(append(b, ','), string(rounds))
 		b = append(b, ']')
 	}
-	if len(b) == 0 {
-		return ""
+	if len(b) > 0 {
+		docs = append(docs, string(append(b, ']')))
 	}
-	return string(append(b, ']'))
+	return docs
 }
 
 // sqliteTime is how the SQLite driver writes a time.Time it binds.
@@ -397,8 +411,10 @@ func (f *Flow) appendJSONRow(b []byte) []byte {
 			b = append(b, "null"...)
 			continue
 		}
+		// Microseconds, PostgreSQL's precision, cut rather than rounded
+		// (its text input rounds), so both dialects keep the same instant.
 		b = append(b, '"')
-		b = t.UTC().AppendFormat(b, sqliteTime)
+		b = t.UTC().Truncate(time.Microsecond).AppendFormat(b, sqliteTime)
 		b = append(b, '"')
 	}
 	b = strconv.AppendInt(append(b, ','), f.ServerUS, 10)

@@ -203,13 +203,13 @@ func TestExpiryAndRetention(t *testing.T) {
 // carries something awkward (quotes, backslashes, SQL, JSON and control
 // characters, non-ASCII, nil and non-nil times with sub-second parts,
 // large integers) and reads them back field for field, on both dialects:
-// SQLite's rows travel as one JSON document, PostgreSQL's as parameters,
-// and neither may change a value on the way.
+// the rows travel as one JSON document the database takes apart, and no
+// value may change on the way but a NUL, which neither database keeps.
 func TestAFlowRowReadsBackExactlyAsWritten(t *testing.T) {
 	ctx := context.Background()
 	awkward := []string{
 		`plain`, `it's "quoted"`, `back\slash\`, `'); DROP TABLE flows; --`, `{"json":[1,2]}`,
-		"tab\tnew\nline\x01", "ünïcødé ✓ 日本", `$[0]`, ``,
+		"tab\tnew\nline\x01", "nul\x00byte", "ünïcødé ✓ 日本", `$[0]`, ``,
 	}
 	// A question as deeply nested as a tenant may make it: the rounds
 	// travel as text, so no database JSON parser meets its depth.
@@ -217,24 +217,39 @@ func TestAFlowRowReadsBackExactlyAsWritten(t *testing.T) {
 	for _, d := range platformtest.Dialects() {
 		t.Run(d.Name, func(t *testing.T) {
 			st := acmeStore(t, d.New(t), false)
-			t0 := time.Date(2026, 12, 3, 15, 4, 5, 123456000, time.UTC)
+			// Nanoseconds past a microsecond: the record keeps microseconds
+			// (PostgreSQL's precision), cut, on both dialects.
+			t0 := time.Date(2026, 12, 3, 15, 4, 5, 123456999, time.UTC)
 			var want []store.Flow
 			var writes []store.RoundWrite
 			for i, s := range awkward {
+				// A NUL is recorded as U+FFFD: neither database keeps one in
+				// text (PostgreSQL refuses it, SQLite's C strings end there).
+				recorded := strings.ReplaceAll(s, "\x00", "\uFFFD")
 				at := t0.Add(time.Duration(i) * time.Second)
 				exp := at.Add(10*time.Minute + 7*time.Microsecond)
-				f := store.Flow{ID: fmt.Sprintf("fl_%02d%s", i, s), TenantID: "t" + s, TenantSlug: s, Method: "tools/call" + s,
-					Target: s, PrincipalIssuer: "https://id.example/" + s, PrincipalSubject: s, PrincipalClient: s,
-					ClientName: s, ClientVersion: s, Era: s, State: store.FlowAwaitingInput, PendingKinds: s, KeyID: s,
-					Replica: s, TraceID: s, Detail: s, StartedAt: at.Add(-time.Second), UpdatedAt: at}
-				if i%2 == 0 {
-					f.WaitingSince, f.StateExpiresAt = &at, &exp
-				} else {
-					f.State = store.FlowCompleted
+				flow := func(s string) store.Flow {
+					f := store.Flow{ID: fmt.Sprintf("fl_%02d%s", i, s), TenantID: "t" + s, TenantSlug: s, Method: "tools/call" + s,
+						Target: s, PrincipalIssuer: "https://id.example/" + s, PrincipalSubject: s, PrincipalClient: s,
+						ClientName: s, ClientVersion: s, Era: s, State: store.FlowAwaitingInput, PendingKinds: s, KeyID: s,
+						Replica: s, TraceID: s, Detail: s, StartedAt: at.Add(-time.Second), UpdatedAt: at}
+					if i%2 == 0 {
+						f.WaitingSince, f.StateExpiresAt = &at, &exp
+					} else {
+						f.State = store.FlowCompleted
+					}
+					return f
 				}
-				writes = append(writes, store.RoundWrite{Flow: f,
+				writes = append(writes, store.RoundWrite{Flow: flow(s),
 					Round: store.FlowRound{N: 3, ServerUS: 1<<40 + int64(i), ClientWaitUS: 1<<50 + int64(i), Asked: asked}})
+				f := flow(recorded)
 				f.Rounds, f.ServerUS, f.ClientWaitUS = 3, 1<<40+int64(i), 1<<50+int64(i)
+				cut := func(t time.Time) time.Time { return t.Truncate(time.Microsecond) }
+				f.StartedAt, f.UpdatedAt = cut(f.StartedAt), cut(f.UpdatedAt)
+				if f.WaitingSince != nil {
+					ws, se := cut(*f.WaitingSince), cut(*f.StateExpiresAt)
+					f.WaitingSince, f.StateExpiresAt = &ws, &se
+				}
 				want = append(want, f)
 			}
 			if _, err := st.WriteRounds(ctx, writes); err != nil {
@@ -267,4 +282,45 @@ func flowsEqual(a, b store.Flow) bool {
 	a.StartedAt, a.UpdatedAt, a.WaitingSince, a.StateExpiresAt = time.Time{}, time.Time{}, nil, nil
 	b.StartedAt, b.UpdatedAt, b.WaitingSince, b.StateExpiresAt = time.Time{}, time.Time{}, nil, nil
 	return ok && a == b
+}
+
+// TestABatchOfLargeRoundsIsWrittenInSeveralStatements writes a batch
+// whose rounds (questions of a few hundred kilobytes each, full of what
+// JSON escapes) add up to several times the size one statement may carry,
+// and reads every flow's rounds back whole: a batch too large for one
+// jsonb value is split, never refused (which would drop every tenant's
+// rounds in it).
+func TestABatchOfLargeRoundsIsWrittenInSeveralStatements(t *testing.T) {
+	ctx := context.Background()
+	defer store.SetMaxRoundsDocument(256 << 10)()
+	big := json.RawMessage(`{"message":"` + strings.Repeat(`\"quoted\" \\ `, 8_000) + `"}`)
+	for _, d := range platformtest.Dialects() {
+		t.Run(d.Name, func(t *testing.T) {
+			st := acmeStore(t, d.New(t), false)
+			var writes []store.RoundWrite
+			for i := range 8 {
+				w := round(fmt.Sprintf("fl_big%02d", i), 1, store.FlowAwaitingInput, time.Now())
+				w.Round.Asked = big
+				writes = append(writes, w)
+			}
+			docs := store.RoundDocuments(writes)
+			if len(docs) < 3 {
+				t.Fatalf("the batch went as %d statements, want it split", len(docs))
+			}
+			for _, doc := range docs {
+				if !json.Valid([]byte(doc)) {
+					t.Fatal("a statement's document is not JSON")
+				}
+			}
+			if _, err := st.WriteRounds(ctx, writes); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range writes {
+				_, rounds, err := st.GetFlow(ctx, w.Flow.ID)
+				if err != nil || len(rounds) != 1 || !bytes.Equal(rounds[0].Asked, big) {
+					t.Fatalf("%s: %v, %d rounds", w.Flow.ID, err, len(rounds))
+				}
+			}
+		})
+	}
 }

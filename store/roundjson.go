@@ -67,7 +67,8 @@ func appendTime(b []byte, t time.Time) []byte {
 
 const hexDigits = "0123456789abcdef"
 
-// appendString appends s as a JSON string; invalid UTF-8 becomes U+FFFD.
+// appendString appends s as a JSON string; invalid UTF-8 and NUL become
+// U+FFFD.
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	for i := 0; i < len(s); {
@@ -76,6 +77,11 @@ func appendString(b []byte, s string) []byte {
 			switch {
 			case c == '"' || c == '\\':
 				b = append(b, '\\', c)
+			case c == 0:
+				// PostgreSQL's text holds no NUL (and refuses the whole
+				// batch over one), and SQLite's C strings end at one: the
+				// record keeps a mark where a client or tenant sent it.
+				b = append(b, `\ufffd`...)
 			case c < 0x20:
 				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 			default:
