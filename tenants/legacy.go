@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/auth"
+	"github.com/opsmcp/platform/internal/bounded"
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/store"
@@ -210,7 +211,7 @@ func (e *Endpoint) serveLegacy(x *exchange, snap *snapshot, p *auth.Principal, b
 		return
 	}
 	if v := x.req.Header.Get(mcp.HeaderProtocolVersion); v != "" && !mcp.IsLegacyVersion(v) {
-		x.fail(newError(http.StatusBadRequest, mcp.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+clipString(v, 40)+" on a session", nil))
+		x.fail(newError(http.StatusBadRequest, mcp.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+bounded.String(v, 40)+" on a session", nil))
 		return
 	}
 	if rerr := legacyTarget(q); rerr != nil {
@@ -356,7 +357,7 @@ func (l *legacy) initialize(x *exchange, snap *snapshot, p *auth.Principal, raw 
 		return
 	}
 	s := &session{id: newSessionID(), version: negotiate(params.ProtocolVersion),
-		client: ClientInfo{Name: clipString(params.ClientInfo.Name, 200), Version: clipString(params.ClientInfo.Version, 100)}}
+		client: ClientInfo{Name: bounded.String(params.ClientInfo.Name, 200), Version: bounded.String(params.ClientInfo.Version, 100)}}
 	if len(params.Capabilities) > 0 && params.Capabilities[0] == '{' {
 		_ = json.Unmarshal(params.Capabilities, &s.caps)
 	}
@@ -452,7 +453,7 @@ func (l *legacy) dispatch(x *exchange, c *call, s *session, raw json.RawMessage)
 	case mcp.MethodToolsCall, mcp.MethodPromptsGet, mcp.MethodResourcesRead:
 		l.bridge(x, c, s)
 	default:
-		legacyFail(x, newError(http.StatusNotFound, mcp.CodeMethodNotFound, "Method not found: "+clipString(c.method, 100), nil))
+		legacyFail(x, newError(http.StatusNotFound, mcp.CodeMethodNotFound, "Method not found: "+bounded.String(c.method, 100), nil))
 	}
 }
 

@@ -313,3 +313,23 @@ func TestASessionExpires(t *testing.T) {
 		t.Fatal("the log does not say it expired")
 	}
 }
+
+// TestNULBytesInAClientsInfoStillGetItASession: a client whose clientInfo
+// carries NUL bytes, which no database keeps in text, still gets its
+// session on both databases (PostgreSQL refused the session's row, and the
+// client was told sessions were unavailable): the platform keeps a mark
+// in their place.
+func TestNULBytesInAClientsInfoStillGetItASession(t *testing.T) {
+	for _, d := range platformtest.Dialects() {
+		t.Run(d.Name, func(t *testing.T) {
+			h := newHook(t, replyText("hi"))
+			p := platformtest.Start(t, d.New(t))
+			p.Tenant(t, "acme")
+			h.setSecret(p.Tool(t, "acme", echoTool("echo", h.URL)))
+			r := raw(t, p, "POST", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"evil\u0000client","version":"1\u0000"}}}`)
+			if r.Status != 200 || r.Header.Get("Mcp-Session-Id") == "" {
+				t.Fatalf("initialize with NULs in clientInfo: %d %s", r.Status, r.Body)
+			}
+		})
+	}
+}

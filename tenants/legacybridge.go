@@ -14,6 +14,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/opsmcp/platform/internal/bounded"
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/webhook"
@@ -484,7 +485,7 @@ func (b *bridged) ask(ctx context.Context, reqs map[string]mrtr.InputRequest, ti
 			if resp.Error != nil || len(resp.Result) == 0 || string(resp.Result) == "null" {
 				detail := "no result"
 				if resp.Error != nil {
-					detail = fmt.Sprintf("%d %s", resp.Error.Code, clipString(resp.Error.Message, 200))
+					detail = fmt.Sprintf("%d %s", resp.Error.Code, bounded.String(resp.Error.Message, 200))
 				}
 				answers[keys[i]] = nil // not to be cancelled
 				cancelRest("another request of the call was refused")

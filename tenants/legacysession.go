@@ -209,17 +209,6 @@ func negotiate(requested string) string {
 	return mcp.LegacyVersions[0]
 }
 
-// clip cuts s to at most n bytes on a character boundary.
-func clipString(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n]
-}
-
 // endedSessions are the sessions ended before their expiry, fleet-wide,
 // as of the last refresh, plus this replica's own endings since.
 type endedSessions struct {

@@ -15,11 +15,16 @@ import (
 // are recorded anywhere.
 const Value = 256
 
-// String returns s as valid UTF-8 (invalid bytes replaced) of at most n
+// String returns s as valid UTF-8 (invalid bytes and NULs replaced) of at most n
 // bytes, cut on a character boundary and marked with "…" when cut.
 func String(s string, n int) string {
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		// No database keeps a NUL in text: PostgreSQL refuses the row
+		// (and the batch or request with it), SQLite's C strings end there.
+		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
 	}
 	if len(s) <= n {
 		return s

@@ -17,6 +17,7 @@ func TestStringIsValidUTF8WithinItsBound(t *testing.T) {
 		{"eleven-char", 10, "eleven-…"}, // the mark counts: three bytes
 		{"ééééé", 6, "é…"},              // a two-byte rune is not split
 		{"a\xffb", 10, "a\uFFFDb"},
+		{"a\x00b\x00", 10, "a\uFFFDb\uFFFD"},
 		{strings.Repeat("x", 1000), 256, strings.Repeat("x", 253) + "…"},
 		{"", 5, ""},
 		{"abc", 0, "…"},
