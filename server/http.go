@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/opsmcp/platform/auth"
 )
@@ -56,8 +57,21 @@ func (s *Server) MetricsAddr() net.Addr {
 // returned.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	h := s.cfg.HTTP
+	// Connections that have not sent a request yet (a browser opens some
+	// ahead of need) hold nothing to drain, but http.Server.Shutdown
+	// waits up to five seconds for each to speak, as long as the whole
+	// shutdown timeout by default: at shutdown they are closed instead.
+	var fresh sync.Map // net.Conn -> struct{}
+	connState := func(c net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			fresh.Store(c, struct{}{})
+		} else {
+			fresh.Delete(c)
+		}
+	}
 	newServer := func(handler http.Handler) *http.Server {
 		return &http.Server{
+			ConnState:         connState,
 			Handler:           handler,
 			ReadHeaderTimeout: h.ReadHeaderTimeout,
 			// ReadTimeout bounds reading the whole request, so a body
@@ -101,7 +115,18 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.flows.stop()     // and the admin API's live flow streams
 	var errs []error
 	for _, sv := range all {
-		if err := sv.hs.Shutdown(sctx); errors.Is(err, context.DeadlineExceeded) {
+		// Stop accepting first, so no fresh connection arrives after
+		// those closed below.
+		_ = sv.ln.Close()
+	}
+	fresh.Range(func(c, _ any) bool {
+		_ = c.(net.Conn).Close()
+		return true
+	})
+	for _, sv := range all {
+		if err := sv.hs.Shutdown(sctx); errors.Is(err, net.ErrClosed) {
+			// The listener, closed above.
+		} else if errors.Is(err, context.DeadlineExceeded) {
 			errs = append(errs, fmt.Errorf("shutdown: requests still running after %s", s.cfg.ShutdownTimeout))
 		} else if err != nil {
 			errs = append(errs, err)

@@ -354,3 +354,30 @@ func TestNewRefusesABadConfigurationBuiltInCode(t *testing.T) {
 		}
 	}
 }
+
+// TestAConnectionThatNeverSpokeDoesNotHoldUpShutdown: a connection that
+// has sent no request (a browser opens some ahead of need) holds nothing
+// to drain, so shutdown closes it instead of waiting for it: with a
+// shutdown timeout shorter than the five seconds net/http alone gives
+// such a connection, the drain still ends clean, and the connection is
+// closed.
+func TestAConnectionThatNeverSpokeDoesNotHoldUpShutdown(t *testing.T) {
+	p := platformtest.Start(t, platformtest.SQLiteURL(t),
+		platformtest.WithConfig(func(c *config.Config) { c.ShutdownTimeout = time.Second }))
+	// A request first, so the server is accepting, then one that never
+	// speaks.
+	if r := platformtest.Do(t, "GET", p.URL+"/healthz", nil, nil); r.Status != 200 {
+		t.Fatalf("healthz: %d", r.Status)
+	}
+	conn, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := p.Shutdown(); err != nil {
+		t.Fatalf("shutdown with a silent connection open: %v", err)
+	}
+	if n, err := conn.Read(make([]byte, 1)); err == nil {
+		t.Fatalf("the silent connection is still open (read %d bytes)", n)
+	}
+}

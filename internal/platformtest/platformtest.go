@@ -99,6 +99,7 @@ type Platform struct {
 	Logs   *LogBuffer
 	cancel context.CancelFunc
 	done   chan error
+	served error // what Serve returned, once stopped
 }
 
 // Option adjusts a test platform's configuration.
@@ -163,14 +164,19 @@ func Start(t testing.TB, dbURL string, opts ...Option) *Platform {
 }
 
 // Stop shuts the platform down and waits for it.
-func (p *Platform) Stop() {
+func (p *Platform) Stop() { _ = p.Shutdown() }
+
+// Shutdown stops the platform as Stop does and returns what its Serve
+// returned (nil after a clean drain).
+func (p *Platform) Shutdown() error {
 	if p.cancel == nil {
-		return
+		return p.served
 	}
 	p.cancel()
-	<-p.done
+	p.served = <-p.done
 	p.Server.Close()
 	p.cancel = nil
+	return p.served
 }
 
 // testWriter sends log lines to the test log, shown on failure.
