@@ -356,3 +356,17 @@ func (v *vaultConn) keepAlive(ctx context.Context) {
 		}
 	}
 }
+
+// VaultPolicy is the least privilege the platform needs in Vault under
+// the default mounts and prefixes (KV v2 at secret/ with prefix
+// opsmcp/keyrings, Transit at transit/ with key prefix opsmcp-).
+const VaultPolicy = `
+path "secret/data/opsmcp/keyrings/*"     { capabilities = ["create", "read", "update"] }
+path "secret/metadata/opsmcp/keyrings/*" { capabilities = ["read"] }
+path "transit/keys/opsmcp-*"             { capabilities = ["create", "read", "update"] }
+path "transit/keys/opsmcp-*/rotate"      { capabilities = ["update"] }
+path "transit/keys/opsmcp-*/config"      { capabilities = ["update"] }
+path "transit/encrypt/opsmcp-*"          { capabilities = ["update"] }
+path "transit/decrypt/opsmcp-*"          { capabilities = ["update"] }
+path "transit/hmac/opsmcp-*"             { capabilities = ["update"] }
+`

@@ -238,7 +238,7 @@ func mustKeyIDs(c mrtr.Codec) []string {
 // by renewing and logging in again.
 func TestVaultAppRoleLoginAndRenewal(t *testing.T) {
 	v := vaulttest.Start(t)
-	v.Policy(t, "opsmcp", vaulttest.PlatformPolicy)
+	v.Policy(t, "opsmcp", keys.VaultPolicy)
 	roleID, secretID := v.AppRole(t, "platform", []string{"opsmcp"}, 2*time.Second, 4*time.Second)
 	secretFile := t.TempDir() + "/secret-id"
 	if err := writeFile(secretFile, secretID+"\n"); err != nil {
@@ -520,7 +520,7 @@ func TestVaultOutageServesCachedRingsUpToStaleness(t *testing.T) {
 // (Kubernetes, not Vault, is the stand-in).
 func TestVaultKubernetesLogin(t *testing.T) {
 	v := vaulttest.Start(t)
-	v.Policy(t, "opsmcp", vaulttest.PlatformPolicy)
+	v.Policy(t, "opsmcp", keys.VaultPolicy)
 	jwt := vaulttest.ServiceAccountJWT(t, "opsmcp", "platform")
 	reviews := vaulttest.Kubernetes(t, v, "opsmcp", "platform", jwt, []string{"opsmcp"})
 	tokenFile := t.TempDir() + "/token"

@@ -27,6 +27,7 @@ import (
 	"github.com/opsmcp/platform/internal/platformtest"
 	"github.com/opsmcp/platform/internal/testwait"
 	"github.com/opsmcp/platform/internal/vaulttest"
+	"github.com/opsmcp/platform/keys"
 )
 
 // The pages in docs/ are tested as a reader would use them:
@@ -185,7 +186,7 @@ func TestDocs(t *testing.T) {
 	// The policy the operating guide writes is the one the key tests
 	// run the platform under.
 	ops, _ := os.ReadFile(filepath.Join(root, "docs", "operating.md"))
-	for _, l := range strings.Split(strings.TrimSpace(vaulttest.PlatformPolicy), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(keys.VaultPolicy), "\n") {
 		if !strings.Contains(string(ops), l) {
 			t.Errorf("operating.md's Vault policy lacks %q", l)
 		}

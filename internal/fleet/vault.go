@@ -10,6 +10,7 @@ import (
 	"time"
 
 	vault "github.com/hashicorp/vault/api"
+	"github.com/opsmcp/platform/keys"
 )
 
 // vaultServer is the fleet's Vault: the binary scripts/vault builds, on a
@@ -28,19 +29,6 @@ type vaultServer struct {
 	// policy (README: Vault access), periodic, so it renews forever.
 	token string
 }
-
-// platformPolicy is the README's least privilege for the default mounts
-// and prefixes.
-const platformPolicy = `
-path "secret/data/opsmcp/keyrings/*"     { capabilities = ["create", "read", "update"] }
-path "secret/metadata/opsmcp/keyrings/*" { capabilities = ["read"] }
-path "transit/keys/opsmcp-*"             { capabilities = ["create", "read", "update"] }
-path "transit/keys/opsmcp-*/rotate"      { capabilities = ["update"] }
-path "transit/keys/opsmcp-*/config"      { capabilities = ["update"] }
-path "transit/encrypt/opsmcp-*"          { capabilities = ["update"] }
-path "transit/decrypt/opsmcp-*"          { capabilities = ["update"] }
-path "transit/hmac/opsmcp-*"             { capabilities = ["update"] }
-`
 
 func newVault(bin, dir string) (*vaultServer, error) {
 	port, err := freePort()
@@ -143,7 +131,7 @@ func (v *vaultServer) start(ctx context.Context, dir string) error {
 	if err := root.Sys().MountWithContext(ctx, "transit", &vault.MountInput{Type: "transit"}); err != nil {
 		return fmt.Errorf("vault: mount transit: %w", err)
 	}
-	if err := root.Sys().PutPolicyWithContext(ctx, "opsmcp-platform", platformPolicy); err != nil {
+	if err := root.Sys().PutPolicyWithContext(ctx, "opsmcp-platform", keys.VaultPolicy); err != nil {
 		return fmt.Errorf("vault: policy: %w", err)
 	}
 	// A fresh KV v2 mount finishes setting up in the background: wait

@@ -341,20 +341,6 @@ func (s *Server) Policy(t testing.TB, name, hcl string) {
 	}
 }
 
-// PlatformPolicy is the least privilege the platform needs under the
-// default mounts and prefixes (KV v2 at secret/ with prefix
-// opsmcp/keyrings, Transit at transit/ with key prefix opsmcp-).
-const PlatformPolicy = `
-path "secret/data/opsmcp/keyrings/*"     { capabilities = ["create", "read", "update"] }
-path "secret/metadata/opsmcp/keyrings/*" { capabilities = ["read"] }
-path "transit/keys/opsmcp-*"             { capabilities = ["create", "read", "update"] }
-path "transit/keys/opsmcp-*/rotate"      { capabilities = ["update"] }
-path "transit/keys/opsmcp-*/config"      { capabilities = ["update"] }
-path "transit/encrypt/opsmcp-*"          { capabilities = ["update"] }
-path "transit/decrypt/opsmcp-*"          { capabilities = ["update"] }
-path "transit/hmac/opsmcp-*"             { capabilities = ["update"] }
-`
-
 // AppRole enables AppRole auth (once), creates role name with the given
 // policies and token TTLs, and returns its role id and a fresh secret id.
 func (s *Server) AppRole(t testing.TB, name string, policies []string, ttl, maxTTL time.Duration) (roleID, secretID string) {
