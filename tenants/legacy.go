@@ -214,7 +214,7 @@ func (e *Endpoint) serveLegacy(x *exchange, snap *snapshot, p *auth.Principal, b
 		x.fail(newError(http.StatusBadRequest, mcp.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+bounded.String(v, 40)+" on a session", nil))
 		return
 	}
-	if rerr := legacyTarget(q); rerr != nil {
+	if _, rerr := q.readTarget(true); rerr != nil {
 		x.round.SessionID, x.round.Era = s.id, s.version
 		legacyFail(x, rerr)
 		return
@@ -308,31 +308,6 @@ func legacyResult(v any) any {
 		delete(m, "cacheScope")
 	}
 	return v
-}
-
-// legacyTarget reads params.name or params.uri (legacy requests carry no
-// Mcp-Name header to check them against).
-func legacyTarget(q *request) *rpcError {
-	var field string
-	var raw json.RawMessage
-	switch q.method {
-	case mcp.MethodToolsCall, mcp.MethodPromptsGet:
-		field, raw = "name", q.p.Name
-	case mcp.MethodResourcesRead, mcp.MethodSubscribe, mcp.MethodUnsubscribe:
-		field, raw = "uri", q.p.URI
-	default:
-		return nil
-	}
-	v, ok := jsonString(raw)
-	if len(raw) == 0 || !ok || v == "" {
-		return errInvalidParams("Invalid params: " + field + " must be a non-empty string")
-	}
-	if field == "name" {
-		q.name = v
-	} else {
-		q.uri = v
-	}
-	return nil
 }
 
 // serverCapabilities are what initialize declares.

@@ -37,7 +37,7 @@ func FuzzLegacyIntake(f *testing.F) {
 		if q, e := parseRequest(body); e == nil {
 			for _, m := range []string{mcp.MethodToolsCall, mcp.MethodResourcesRead, mcp.MethodSubscribe} {
 				q.method = m
-				if e := legacyTarget(q); e != nil && e.Message == "" {
+				if _, e := q.readTarget(true); e != nil && e.Message == "" {
 					t.Fatal("an empty error")
 				}
 			}

@@ -552,6 +552,22 @@ func jsonString(raw json.RawMessage) (string, bool) {
 // decodeTarget reads params.name or params.uri for the methods that name
 // a target and checks Mcp-Name against it.
 func (q *request) decodeTarget(h http.Header) *rpcError {
+	v, err := q.readTarget(false)
+	if err != nil || v == "" {
+		return err
+	}
+	hv, present := headerValue(h, mcp.HeaderName)
+	if !present || hv != v {
+		return headerMismatch(mcp.HeaderName, !present)
+	}
+	return nil
+}
+
+// readTarget reads params.name or params.uri, for the methods that name
+// one, into q.name or q.uri and returns it; "" when the method names
+// none. A legacy session's resources/subscribe and unsubscribe name a
+// resource too.
+func (q *request) readTarget(legacy bool) (string, *rpcError) {
 	var field string
 	var raw json.RawMessage
 	switch q.method {
@@ -559,23 +575,24 @@ func (q *request) decodeTarget(h http.Header) *rpcError {
 		field, raw = "name", q.p.Name
 	case mcp.MethodResourcesRead:
 		field, raw = "uri", q.p.URI
+	case mcp.MethodSubscribe, mcp.MethodUnsubscribe:
+		if !legacy {
+			return "", nil
+		}
+		field, raw = "uri", q.p.URI
 	default:
-		return nil
+		return "", nil
 	}
 	v, ok := jsonString(raw)
 	if len(raw) == 0 || !ok || v == "" {
-		return errInvalidParams("Invalid params: " + field + " must be a non-empty string")
+		return "", errInvalidParams("Invalid params: " + field + " must be a non-empty string")
 	}
 	if field == "name" {
 		q.name = v
 	} else {
 		q.uri = v
 	}
-	hv, present := headerValue(h, mcp.HeaderName)
-	if !present || hv != v {
-		return headerMismatch(mcp.HeaderName, !present)
-	}
-	return nil
+	return v, nil
 }
 
 // wantsEvents reports whether the client asked for progress or log
