@@ -6,16 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/opsmcp/platform/config"
+	"github.com/opsmcp/platform/internal/browsertest"
 	"github.com/opsmcp/platform/internal/oidctest"
 	"github.com/opsmcp/platform/internal/platformtest"
 	"github.com/opsmcp/platform/internal/testwait"
@@ -27,116 +24,18 @@ type obj = map[string]any
 // chromium finds the browser: Debian's chromium, which ./scripts/test
 // installs when missing. The test fails without it rather than skip: a
 // UI nobody drove in a browser is not tested.
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{os.Getenv("OPSMCP_CHROMIUM"), "chromium", "chromium-browser"} {
-		if name == "" {
-			continue
-		}
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Fatal("no Chromium: install Debian's chromium (./scripts/test does), or set OPSMCP_CHROMIUM")
-	return ""
-}
-
-// artifacts is where screenshots go: outside the repository.
-func artifacts(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("OPSMCP_ARTIFACTS")
-	if dir == "" {
-		home, _ := os.UserCacheDir()
-		dir = filepath.Join(home, "opsmcp", "artifacts")
-	}
-	dir = filepath.Join(dir, "ui")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
-// browser returns a function starting headless Chromiums, each with a
-// fresh profile (its own cookies): one per signed-in admin.
-func browser(t *testing.T) func() context.Context {
-	t.Helper()
-	exe := chromium(t)
-	return func() context.Context {
-		ctx, cancel := chromedp.NewContext(allocator(t, exe))
-		t.Cleanup(cancel)
-		ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
-		t.Cleanup(cancelT)
-		return ctx
-	}
-}
-
-func allocator(t *testing.T, exe string) context.Context {
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1440, 900),
-	)
-	alloc, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancel)
-	return alloc
-}
-
-func run(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
-	t.Helper()
-	if err := chromedp.Do(ctx, steps...); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-}
-
-// value runs an action that returns something.
-func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
-	t.Helper()
-	v, err := chromedp.Run(ctx, a)
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-	return v
-}
-
-// until waits for a JavaScript condition.
-func until(expr string) chromedp.Action[chromedp.Void] {
-	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-		_, err := chromedp.Poll[chromedp.Void](expr)(ctx, tg)
-		return chromedp.Void{}, err
-	}
-}
-
-func css(sel string) chromedp.CSS { return chromedp.CSS(sel) }
-
 // signIn opens the UI, which sends the browser through the real OpenID
 // Provider's login page, and types the user's credentials there.
 func signIn(t *testing.T, ctx context.Context, url, user string) {
 	t.Helper()
-	run(t, ctx, "sign in as "+user,
+	browsertest.Do(t, ctx, "sign in as "+user,
 		chromedp.Navigate(url+"/admin/flows"),
-		chromedp.WaitVisible(css(`#username`)),
-		chromedp.SendKeys(css(`#username`), user),
-		chromedp.SendKeys(css(`#password`), oidctest.Password),
-		chromedp.Submit(css(`#password`)),
-		chromedp.WaitVisible(css(`table[aria-label="Flows"]`)),
+		chromedp.WaitVisible(browsertest.CSS(`#username`)),
+		chromedp.SendKeys(browsertest.CSS(`#username`), user),
+		chromedp.SendKeys(browsertest.CSS(`#password`), oidctest.Password),
+		chromedp.Submit(browsertest.CSS(`#password`)),
+		chromedp.WaitVisible(browsertest.CSS(`table[aria-label="Flows"]`)),
 	)
-}
-
-func screenshot(t *testing.T, ctx context.Context, name string) {
-	t.Helper()
-	png := value(t, ctx, "screenshot "+name, chromedp.FullScreenshot(100))
-	path := filepath.Join(artifacts(t), name+".png")
-	if err := os.WriteFile(path, png, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot: %s", path)
 }
 
 // backend completes every call.
@@ -204,10 +103,10 @@ func TestAdminsWatchFlowsLiveAndCancelThem(t *testing.T) {
 	platformtest.Result(t, callDeploy(t, p, "acme", "billing", obj{"confirm": accept(obj{"ok": true})}, st))
 	inputRequired(t, callDeploy(t, p, "globex", "payroll", nil, ""))
 
-	newBrowser := browser(t)
+	newBrowser := browsertest.New(t)
 	admin := newBrowser()
 	signIn(t, admin, p.URL, op.UserName(1))
-	who := value(t, admin, "who is signed in", chromedp.Text(css(`#who`)))
+	who := browsertest.Value(t, admin, "who is signed in", chromedp.Text(browsertest.CSS(`#who`)))
 	if !strings.Contains(who, "platform-admin") {
 		t.Fatalf("header shows %q", who)
 	}
@@ -219,8 +118,8 @@ func TestAdminsWatchFlowsLiveAndCancelThem(t *testing.T) {
 	}
 	flowID := latestFlow(t, p, "acme", "awaiting_input")
 	row := fmt.Sprintf(`tr[data-id=%q]`, flowID)
-	run(t, admin, "the new flow appears live", chromedp.WaitVisible(css(row)))
-	rowText := value(t, admin, "read the row", chromedp.Text(css(row)))
+	browsertest.Do(t, admin, "the new flow appears live", chromedp.WaitVisible(browsertest.CSS(row)))
+	rowText := browsertest.Value(t, admin, "read the row", chromedp.Text(browsertest.CSS(row)))
 	for _, want := range []string{"awaiting input", "acme", "deploy", "form", "replica-1"} {
 		if !strings.Contains(rowText, want) {
 			t.Errorf("row %q lacks %q", rowText, want)
@@ -228,29 +127,29 @@ func TestAdminsWatchFlowsLiveAndCancelThem(t *testing.T) {
 	}
 	// The client answers the first question: the same row updates.
 	_, state = inputRequired(t, callDeploy(t, p, "acme", "checkout", obj{"region": accept(obj{"region": "nowhere"})}, state))
-	run(t, admin, "the row shows round 2", until(fmt.Sprintf(`document.querySelector(%q)?.cells[5].textContent === "2"`, row)))
-	screenshot(t, admin, "flows")
+	browsertest.Do(t, admin, "the row shows round 2", browsertest.Until(fmt.Sprintf(`document.querySelector(%q)?.cells[5].textContent === "2"`, row)))
+	browsertest.Screenshot(t, admin, "ui", "flows")
 
 	// Paused, the table holds still: a change waits until resumed.
-	run(t, admin, "pause", chromedp.KeyEvent("p"), until(`document.querySelector(".live").textContent.includes("paused")`))
+	browsertest.Do(t, admin, "pause", chromedp.KeyEvent("p"), browsertest.Until(`document.querySelector(".live").textContent.includes("paused")`))
 	_, state = inputRequired(t, callDeploy(t, p, "acme", "checkout", obj{"region": accept(obj{"region": "us-east-1"})}, state))
-	run(t, admin, "a held change is announced", until(`document.querySelector(".live").textContent.includes("1 updates waiting")`))
-	if got := value(t, admin, "read the held row", chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q).cells[5].textContent`, row))); got != "2" {
+	browsertest.Do(t, admin, "a held change is announced", browsertest.Until(`document.querySelector(".live").textContent.includes("1 updates waiting")`))
+	if got := browsertest.Value(t, admin, "read the held row", chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q).cells[5].textContent`, row))); got != "2" {
 		t.Fatalf("a paused table changed: round %s", got)
 	}
-	run(t, admin, "resume", chromedp.KeyEvent("p"),
-		until(fmt.Sprintf(`document.querySelector(%q)?.cells[5].textContent === "3"`, row)))
+	browsertest.Do(t, admin, "resume", chromedp.KeyEvent("p"),
+		browsertest.Until(fmt.Sprintf(`document.querySelector(%q)?.cells[5].textContent === "3"`, row)))
 
 	// Keyboard: j selects the first row, Enter opens it.
-	run(t, admin, "open the flow by keyboard",
-		chromedp.Click(css(`h1`)),
+	browsertest.Do(t, admin, "open the flow by keyboard",
+		chromedp.Click(browsertest.CSS(`h1`)),
 		chromedp.KeyEvent("j"), chromedp.KeyEvent("\r"),
-		chromedp.WaitVisible(css(`ol.timeline li.round`)))
-	path := value(t, admin, "read the location", chromedp.Evaluate[string](`location.pathname`))
+		chromedp.WaitVisible(browsertest.CSS(`ol.timeline li.round`)))
+	path := browsertest.Value(t, admin, "read the location", chromedp.Evaluate[string](`location.pathname`))
 	if path != "/admin/flows/acme/"+flowID {
 		t.Fatalf("Enter opened %s", path)
 	}
-	timeline := value(t, admin, "read the timeline", chromedp.Text(css(`ol.timeline`)))
+	timeline := browsertest.Value(t, admin, "read the timeline", chromedp.Text(browsertest.CSS(`ol.timeline`)))
 	for _, want := range []string{"Round 1", "Round 2", "Round 3", "Which region should checkout go to?", "Deploy checkout now?", "user took"} {
 		if !strings.Contains(timeline, want) {
 			t.Errorf("timeline lacks %q:\n%s", want, timeline)
@@ -259,16 +158,16 @@ func TestAdminsWatchFlowsLiveAndCancelThem(t *testing.T) {
 	if strings.Contains(timeline, "us-east-1\"") || strings.Contains(timeline, "Answers") {
 		t.Errorf("the timeline shows an answer's content:\n%s", timeline)
 	}
-	screenshot(t, admin, "flow")
+	browsertest.Screenshot(t, admin, "ui", "flow")
 
 	// Cancel with a reason; the client's next round is refused.
-	run(t, admin, "cancel the flow",
-		chromedp.Click(css(`button[data-action="cancel"]`)),
-		chromedp.WaitVisible(css(`dialog textarea`)),
-		chromedp.SendKeys(css(`dialog textarea`), "customer called to stop it"),
-		chromedp.Click(css(`dialog button[type="submit"]`)),
-		chromedp.WaitVisible(css(`.badge.s-cancelled`)))
-	screenshot(t, admin, "flow-cancelled")
+	browsertest.Do(t, admin, "cancel the flow",
+		chromedp.Click(browsertest.CSS(`button[data-action="cancel"]`)),
+		chromedp.WaitVisible(browsertest.CSS(`dialog textarea`)),
+		chromedp.SendKeys(browsertest.CSS(`dialog textarea`), "customer called to stop it"),
+		chromedp.Click(browsertest.CSS(`dialog button[type="submit"]`)),
+		chromedp.WaitVisible(browsertest.CSS(`.badge.s-cancelled`)))
+	browsertest.Screenshot(t, admin, "ui", "flow-cancelled")
 	r := callDeploy(t, p, "acme", "checkout", obj{"confirm": accept(obj{"ok": true})}, state)
 	if code, msg, _ := platformtest.RPCError(t, r); code != -32602 || msg != "Invalid or expired requestState" {
 		t.Fatalf("the client's next round after cancelling: %d %s", code, msg)
@@ -280,31 +179,31 @@ func TestAdminsWatchFlowsLiveAndCancelThem(t *testing.T) {
 
 	// The other pages: tenants with what waits on people, the key ring
 	// (rotating it), the audit log with the cancellation.
-	run(t, admin, "open the tenants page",
-		chromedp.Click(css(`a[data-section="tenants"]`)),
-		chromedp.WaitVisible(css(`tr[data-slug="globex"]`)))
-	if got := value(t, admin, "read globex's waiting count", chromedp.Text(css(`tr[data-slug="globex"] td:nth-child(6)`))); !strings.Contains(got, "1") {
+	browsertest.Do(t, admin, "open the tenants page",
+		chromedp.Click(browsertest.CSS(`a[data-section="tenants"]`)),
+		chromedp.WaitVisible(browsertest.CSS(`tr[data-slug="globex"]`)))
+	if got := browsertest.Value(t, admin, "read globex's waiting count", chromedp.Text(browsertest.CSS(`tr[data-slug="globex"] td:nth-child(6)`))); !strings.Contains(got, "1") {
 		t.Fatalf("globex waiting: %q", got)
 	}
-	screenshot(t, admin, "tenants")
-	run(t, admin, "rotate acme's keys",
+	browsertest.Screenshot(t, admin, "ui", "tenants")
+	browsertest.Do(t, admin, "rotate acme's keys",
 		chromedp.Navigate(p.URL+"/admin/keys?tenant=acme"),
-		chromedp.WaitVisible(css(`table[aria-label="Keys of acme"] tbody tr`)),
-		chromedp.Click(css(`button.primary`)),
-		chromedp.WaitVisible(css(`dialog button[type="submit"]`)),
-		chromedp.Click(css(`dialog button[type="submit"]`)),
-		until(`document.querySelectorAll('table[aria-label="Keys of acme"] tbody tr').length === 2`))
-	screenshot(t, admin, "keys")
-	run(t, admin, "open the audit log",
-		chromedp.Click(css(`a[data-section="audit"]`)),
-		until(fmt.Sprintf(`document.querySelector("main").textContent.includes(%q)`, flowID)))
+		chromedp.WaitVisible(browsertest.CSS(`table[aria-label="Keys of acme"] tbody tr`)),
+		chromedp.Click(browsertest.CSS(`button.primary`)),
+		chromedp.WaitVisible(browsertest.CSS(`dialog button[type="submit"]`)),
+		chromedp.Click(browsertest.CSS(`dialog button[type="submit"]`)),
+		browsertest.Until(`document.querySelectorAll('table[aria-label="Keys of acme"] tbody tr').length === 2`))
+	browsertest.Screenshot(t, admin, "ui", "keys")
+	browsertest.Do(t, admin, "open the audit log",
+		chromedp.Click(browsertest.CSS(`a[data-section="audit"]`)),
+		browsertest.Until(fmt.Sprintf(`document.querySelector("main").textContent.includes(%q)`, flowID)))
 
 	// A tenant admin sees only their tenant's flows.
 	tenantAdmin := newBrowser()
 	signIn(t, tenantAdmin, p.URL, op.UserName(2))
 	globexFlow := latestFlow(t, p, "globex", "awaiting_input")
-	run(t, tenantAdmin, "list the tenant admin's flows", chromedp.WaitVisible(css(`tbody tr`)))
-	tenantsShown := value(t, tenantAdmin, "read the tenants of the rows",
+	browsertest.Do(t, tenantAdmin, "list the tenant admin's flows", chromedp.WaitVisible(browsertest.CSS(`tbody tr`)))
+	tenantsShown := browsertest.Value(t, tenantAdmin, "read the tenants of the rows",
 		chromedp.Evaluate[[]string](`[...document.querySelectorAll("tbody tr")].map(tr => tr.cells[1].textContent)`))
 	for _, s := range tenantsShown {
 		if s != "acme" {
@@ -314,14 +213,14 @@ func TestAdminsWatchFlowsLiveAndCancelThem(t *testing.T) {
 	if len(tenantsShown) < 2 {
 		t.Fatalf("the tenant admin sees %d flows, want acme's", len(tenantsShown))
 	}
-	run(t, tenantAdmin, "open another tenant's flow by URL",
+	browsertest.Do(t, tenantAdmin, "open another tenant's flow by URL",
 		chromedp.Navigate(p.URL+"/admin/flows/globex/"+globexFlow),
-		chromedp.WaitVisible(css(`.error`)))
-	page := value(t, tenantAdmin, "read the page", chromedp.Text(css(`main`)))
+		chromedp.WaitVisible(browsertest.CSS(`.error`)))
+	page := browsertest.Value(t, tenantAdmin, "read the page", chromedp.Text(browsertest.CSS(`main`)))
 	if !strings.Contains(page, "not found") || strings.Contains(page, "payroll") {
 		t.Fatalf("a tenant admin opening another tenant's flow sees:\n%s", page)
 	}
-	screenshot(t, tenantAdmin, "tenant-admin")
+	browsertest.Screenshot(t, tenantAdmin, "ui", "tenant-admin")
 }
 
 func accept(content obj) obj { return obj{"action": "accept", "content": content} }
