@@ -421,11 +421,7 @@ func TestTheSessionStreamCarriesListChangesAndResourceUpdates(t *testing.T) {
 		}
 		done <- true
 	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the stream outlived its session")
-	}
+	testwait.Recv(t, done, "the stream to end with its session")
 }
 
 func TestAnswersPostedToAnotherReplicaReachTheStream(t *testing.T) {
