@@ -8,7 +8,9 @@ func SetMaxRoundsDocument(n int) (restore func()) {
 	return func() { maxRoundsDocument = old }
 }
 
-// RoundDocuments is the flow_rounds documents a batch is written as.
-func RoundDocuments(writes []RoundWrite) []string {
-	return roundRows(mergeWrites(writes), maxRoundsDocument)
+// RoundStatements is how many flow_rounds statements a batch is written
+// in on SQLite.
+func RoundStatements(writes []RoundWrite) int {
+	rows, _ := roundsRows(nil, mergeWrites(writes))
+	return len(roundStatements(rows, maxRoundsDocument))
 }

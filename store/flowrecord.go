@@ -10,7 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
+
+	"github.com/opsmcp/platform/internal/jsontext"
 )
 
 // Flow states, as the record derives them from a flow's rounds.
@@ -148,25 +152,35 @@ func (s *Store) WriteRounds(ctx context.Context, writes []RoundWrite) (int, erro
 		return 0, nil
 	}
 	merged := mergeWrites(writes)
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		next, err := s.lockSeq(tx)
-		if err != nil {
-			return err
-		}
-		for _, m := range merged {
-			m.flow.Seq = next
-			next++
-		}
-		if err := tx.Exec(flowStatements[s.dialect].flows, flowRows(merged)).Error; err != nil {
-			return fmt.Errorf("write flows: %w", err)
-		}
-		for _, rows := range roundRows(merged, maxRoundsDocument) {
-			if err := tx.Exec(flowStatements[s.dialect].rounds, rows).Error; err != nil {
-				return fmt.Errorf("write flow rounds: %w", err)
+	bb := s.batchBuffer()
+	defer s.release(bb)
+	var err error
+	if s.dialect == Postgres {
+		err = s.writeRoundsPostgres(ctx, merged, bb)
+	} else {
+		err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			next, err := s.lockSeq(tx)
+			if err != nil {
+				return err
 			}
-		}
-		return nil
-	})
+			number(merged, next)
+			// Text, not bytes: SQLite's JSON functions read a blob as
+			// its own binary JSON.
+			bb.flows = flowRows(bb.flows[:0], merged)
+			if err := tx.Exec(flowStatements[s.dialect].flows, string(bb.flows)).Error; err != nil {
+				return fmt.Errorf("write flows: %w", err)
+			}
+			var rows []roundsRow
+			rows, bb.rounds = roundsRows(bb.rounds[:0], merged)
+			for _, rows := range roundStatements(rows, maxRoundsDocument) {
+				bb.flows = roundsDocument(bb.flows[:0], rows)
+				if err := tx.Exec(flowStatements[s.dialect].rounds, string(bb.flows)).Error; err != nil {
+					return fmt.Errorf("write flow rounds: %w", err)
+				}
+			}
+			return nil
+		})
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -176,21 +190,24 @@ func (s *Store) WriteRounds(ctx context.Context, writes []RoundWrite) (int, erro
 // mergedFlow is a batch's writes of one flow.
 type mergedFlow struct {
 	flow   Flow
-	rounds []FlowRound
-	top    int // the highest round number seen
+	rounds []*FlowRound // in the caller's writes, which are not changed
+	top    int          // the highest round number seen
 }
 
 // mergeWrites folds a batch into one change per flow, in first-seen
 // order: the state fields of the newest round, times summed, the
-// earliest start, the latest change.
+// earliest start, the latest change. The flows are allocated together,
+// and their rounds are not copied.
 func mergeWrites(writes []RoundWrite) []*mergedFlow {
 	index := make(map[string]*mergedFlow, len(writes))
+	all := make([]mergedFlow, 0, len(writes)) // never grown: out points into it
 	var out []*mergedFlow
 	for i := range writes {
 		w := &writes[i]
 		m := index[w.Flow.ID]
 		if m == nil {
-			m = &mergedFlow{flow: w.Flow, top: w.Round.N}
+			all = append(all, mergedFlow{flow: w.Flow, top: w.Round.N})
+			m = &all[len(all)-1]
 			index[w.Flow.ID] = m
 			out = append(out, m)
 		} else {
@@ -219,7 +236,7 @@ func mergeWrites(writes []RoundWrite) []*mergedFlow {
 		if !w.Running {
 			m.flow.ServerUS += w.Round.ServerUS
 			m.flow.ClientWaitUS += w.Round.ClientWaitUS
-			m.rounds = append(m.rounds, w.Round)
+			m.rounds = append(m.rounds, &w.Round)
 		}
 	}
 	for _, m := range out {
@@ -270,9 +287,12 @@ const flowUpsert = ` ON CONFLICT (id) DO UPDATE SET
 
 const newer = `excluded.rounds >= flows.rounds AND flows.state <> 'cancelled'`
 
-// A batch reaches the database as two statements whose one parameter
-// each is every row of the batch, a JSON array of arrays the statement
-// takes apart (json_each on SQLite, jsonb_array_elements on PostgreSQL).
+// A batch reaches the database as two statements (more only for
+// megabytes of rounds) whose parameters carry every row of the batch.
+// The flows rows go as one JSON array of arrays that the statement takes
+// apart (json_each on SQLite, jsonb_array_elements on PostgreSQL); the
+// flow_rounds rows the same way on SQLite, and as four arrays on
+// PostgreSQL (pgRoundsInsert).
 // Binding 25 parameters a row costs more than the rows: SQLite's driver
 // looks each parameter up in the whole argument list (quadratic in their
 // number) and compiles every statement on each execution, so neither many
@@ -282,6 +302,8 @@ const newer = `excluded.rounds >= flows.rounds AND flows.state <> 'cancelled'`
 // own format (PostgreSQL reads it too), so rows read back exactly as if
 // bound; a flow's rounds travel as a string, so nothing a tenant put in a
 // question (however deeply nested) is parsed on the way.
+//
+// flowSQL.rounds is SQLite's only.
 
 // flowSQL is a dialect's two batch statements.
 type flowSQL struct{ flows, rounds string }
@@ -304,7 +326,8 @@ func newFlowSQL(d Dialect) flowSQL {
 	from := " FROM json_each(?) WHERE true"
 	row := "value"
 	if d == Postgres {
-		from, row = " FROM jsonb_array_elements(CAST(? AS jsonb)) AS r", "r"
+		// pgx's own placeholder: writeRoundsPostgres runs it past gorm.
+		from, row = " FROM jsonb_array_elements(CAST($1 AS jsonb)) AS r", "r"
 	}
 	var f strings.Builder
 	f.WriteString("INSERT INTO flows (" + flowColumns + ") SELECT ")
@@ -315,9 +338,13 @@ func newFlowSQL(d Dialect) flowSQL {
 		f.WriteString(col(row, i, typ))
 	}
 	f.WriteString(from + flowUpsert)
-	rounds := "INSERT INTO flow_rounds (flow_id, seq, tenant_id, rounds) SELECT " +
-		col(row, 0, "") + "," + col(row, 1, "bigint") + "," + col(row, 2, "") + "," + col(row, 3, "") + from
-	return flowSQL{flows: f.String(), rounds: rounds}
+	stmts := flowSQL{flows: f.String()}
+	if d == SQLite {
+		// PostgreSQL takes the rounds by COPY (writeRoundsPostgres).
+		stmts.rounds = "INSERT INTO flow_rounds (flow_id, seq, tenant_id, rounds) SELECT " +
+			col(row, 0, "") + "," + col(row, 1, "") + "," + col(row, 2, "") + "," + col(row, 3, "") + from
+	}
+	return stmts
 }
 
 // flowColumnTypes are flowColumns' PostgreSQL types where not text, in
@@ -332,9 +359,8 @@ var flowColumnTypes = func() []string {
 	return out
 }()
 
-// flowRows is the batch's flow rows as one JSON document.
-func flowRows(ms []*mergedFlow) string {
-	b := make([]byte, 0, len(ms)*512)
+// flowRows appends the batch's flow rows to b as one JSON document.
+func flowRows(b []byte, ms []*mergedFlow) []byte {
 	b = append(b, '[')
 	for i, m := range ms {
 		if i > 0 {
@@ -342,53 +368,168 @@ func flowRows(ms []*mergedFlow) string {
 		}
 		b = m.flow.appendJSONRow(b)
 	}
-	return string(append(b, ']'))
+	return append(b, ']')
 }
 
-// maxRoundsDocument bounds one flow_rounds statement's document. A
+// batchBuffer is one batch's encoding space: its flow rows, and every
+// flow's rounds one after another. A store keeps one from batch to batch
+// (Store.buffers): a batch's documents are a megabyte or so, and
+// allocated afresh each time the runtime spent more zeroing, collecting
+// and returning their pages to the system than the encoding took. (A
+// sync.Pool loses it at every collection.)
+type batchBuffer struct{ flows, rounds []byte }
+
+// batchBuffer takes the store's batch buffer, or a new one while another
+// write holds it.
+func (s *Store) batchBuffer() *batchBuffer {
+	select {
+	case bb := <-s.buffers:
+		return bb
+	default:
+		return new(batchBuffer)
+	}
+}
+
+// release gives bb back to s, unless a batch of huge questions grew it
+// past what is worth keeping.
+func (s *Store) release(bb *batchBuffer) {
+	if cap(bb.flows)+cap(bb.rounds) > 16<<20 {
+		return
+	}
+	bb.flows, bb.rounds = bb.flows[:0], bb.rounds[:0]
+	select {
+	case s.buffers <- bb:
+	default:
+	}
+}
+
+// maxRoundsDocument bounds one SQLite flow_rounds statement's rounds. A
 // round records the questions a tenant's webhook asked, which may be
-// megabytes, and PostgreSQL refuses a jsonb value past 256 MB: a batch
-// of large rounds is written in several statements, never refused whole.
+// megabytes: a batch of large rounds is written in several statements,
+// so none needs its whole batch in one document. (PostgreSQL's COPY
+// streams them.)
 var maxRoundsDocument = 32 << 20
 
-// roundRows is the batch's flow_rounds rows as JSON documents of at most
-// about max bytes each (a flow's rounds are never split), each flow's
-// rounds a JSON array encoded as a string; none when no flow has a round
-// to add (a batch of running marks only).
-func roundRows(ms []*mergedFlow, max int) []string {
-	var docs []string
-	var b, rounds []byte
+// roundsRow is one flow_rounds row: a flow's rounds in this batch as a
+// JSON array.
+type roundsRow struct {
+	flow   *Flow
+	rounds []byte
+}
+
+// roundsRows encodes the batch's flow_rounds rows into buf, one after
+// another; none when no flow has a round to add (a batch of running
+// marks only).
+func roundsRows(buf []byte, ms []*mergedFlow) ([]roundsRow, []byte) {
+	var rows []roundsRow
 	for _, m := range ms {
 		if len(m.rounds) == 0 {
 			continue
 		}
-		if len(b) > 0 && len(b) >= max {
-			docs = append(docs, string(append(b, ']')))
-			b = b[:0]
-		}
-		if len(b) == 0 {
-			if b == nil {
-				b = make([]byte, 0, min(len(ms)*2048, max))
-			}
-			b = append(b, '[')
-		} else {
-			b = append(b, ',')
-		}
-		b = appendString(append(b, '['), m.flow.ID)
-		b = strconv.AppendInt(append(b, ','), m.flow.Seq, 10)
-		b = appendString(append(b, ','), m.flow.TenantID)
-		rounds = appendRounds(rounds[:0], m.rounds)
-		b = appendString(append(b, ','), string(rounds))
-		b = append(b, ']')
+		rows = append(rows, roundsRow{flow: &m.flow})
+		start := len(buf)
+		buf = appendRounds(buf, m.rounds)
+		rows[len(rows)-1].rounds = buf[start:len(buf):len(buf)]
 	}
-	if len(b) > 0 {
-		docs = append(docs, string(append(b, ']')))
-	}
-	return docs
+	return rows, buf
 }
 
-// sqliteTime is how the SQLite driver writes a time.Time it binds.
-const sqliteTime = "2006-01-02 15:04:05.999999999-07:00"
+// roundStatements groups rows into statements of at most about max
+// bytes of rounds each (a flow's rounds are never split).
+func roundStatements(rows []roundsRow, max int) [][]roundsRow {
+	var out [][]roundsRow
+	start, size := 0, 0
+	for i, r := range rows {
+		if i > start && size >= max {
+			out, start, size = append(out, rows[start:i]), i, 0
+		}
+		size += len(r.rounds)
+	}
+	if start < len(rows) {
+		out = append(out, rows[start:])
+	}
+	return out
+}
+
+// writeRoundsPostgres is WriteRounds on PostgreSQL, in pgx itself: its
+// rounds go by COPY, which streams every flow's rounds as they are
+// (length first, no escaping, no JSON parser meeting a tenant's
+// question) through one reused 64 KB buffer. A parameter of the same
+// megabyte would be grown by doubling from a few hundred bytes, copied
+// again into the message, and dropped, every batch.
+func (s *Store) writeRoundsPostgres(ctx context.Context, merged []*mergedFlow, bb *batchBuffer) error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return err
+	}
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		pc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("write flows: a %T is not a pgx connection", dc)
+		}
+		return pgx.BeginFunc(ctx, pc.Conn(), func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(flowSeqLock)); err != nil {
+				return fmt.Errorf("lock flow changes: %w", err)
+			}
+			var last int64
+			if err := tx.QueryRow(ctx, "SELECT COALESCE(MAX(seq), 0) FROM flows").Scan(&last); err != nil {
+				return fmt.Errorf("read last flow change: %w", err)
+			}
+			number(merged, last+1)
+			bb.flows = flowRows(bb.flows[:0], merged)
+			if _, err := tx.Exec(ctx, flowStatements[Postgres].flows, bb.flows); err != nil {
+				return fmt.Errorf("write flows: %w", err)
+			}
+			var rows []roundsRow
+			rows, bb.rounds = roundsRows(bb.rounds[:0], merged)
+			if len(rows) == 0 {
+				return nil
+			}
+			_, err := tx.CopyFrom(ctx, pgx.Identifier{"flow_rounds"}, []string{"flow_id", "seq", "tenant_id", "rounds"},
+				pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
+					r := rows[i]
+					// The ids as the flows statement's JSON stored them.
+					return []any{jsontext.Text(r.flow.ID), r.flow.Seq, jsontext.Text(r.flow.TenantID), r.rounds}, nil
+				}))
+			if err != nil {
+				return fmt.Errorf("write flow rounds: %w", err)
+			}
+			return nil
+		})
+	})
+}
+
+// number gives the batch's changes their seqs, from next on.
+func number(merged []*mergedFlow, next int64) {
+	for _, m := range merged {
+		m.flow.Seq = next
+		next++
+	}
+}
+
+// roundsDocument appends rows to b as the JSON document SQLite's
+// statement takes apart: each row an array of flow id, seq, tenant id
+// and its rounds encoded as a string, so SQLite's JSON reader never
+// parses a tenant's question (however deeply nested).
+func roundsDocument(b []byte, rows []roundsRow) []byte {
+	b = append(b, '[')
+	for i, r := range rows {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsontext.AppendString(append(b, '['), r.flow.ID)
+		b = strconv.AppendInt(append(b, ','), r.flow.Seq, 10)
+		b = jsontext.AppendString(append(b, ','), r.flow.TenantID)
+		b = jsontext.AppendString(append(b, ','), r.rounds)
+		b = append(b, ']')
+	}
+	return append(b, ']')
+}
 
 // appendJSONRow appends the flow's values for flowColumns as a JSON
 // array, in their order.
@@ -399,11 +540,11 @@ func (f *Flow) appendJSONRow(b []byte) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, v)
+		b = jsontext.AppendString(b, v)
 	}
 	b = strconv.AppendInt(append(b, ','), int64(f.Rounds), 10)
 	for _, v := range [...]string{f.PendingKinds, f.KeyID, f.Replica, f.TraceID, f.Detail} {
-		b = appendString(append(b, ','), v)
+		b = jsontext.AppendString(append(b, ','), v)
 	}
 	for _, t := range [...]*time.Time{&f.StartedAt, &f.UpdatedAt, f.WaitingSince, f.StateExpiresAt} {
 		b = append(b, ',')
@@ -414,7 +555,7 @@ func (f *Flow) appendJSONRow(b []byte) []byte {
 		// Microseconds, PostgreSQL's precision, cut rather than rounded
 		// (its text input rounds), so both dialects keep the same instant.
 		b = append(b, '"')
-		b = t.UTC().Truncate(time.Microsecond).AppendFormat(b, sqliteTime)
+		b = appendSQLiteTime(b, *t)
 		b = append(b, '"')
 	}
 	b = strconv.AppendInt(append(b, ','), f.ServerUS, 10)

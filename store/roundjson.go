@@ -1,9 +1,12 @@
 package store
 
 import (
+	"bytes"
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/opsmcp/platform/internal/jsontext"
 )
 
 // appendRounds encodes rounds as a JSON array, the form flow_rounds keeps
@@ -11,7 +14,7 @@ import (
 // the recorder encodes every round of every flow, and encoding/json
 // re-validates each embedded JSON document (questions, principal,
 // webhook) that the recorder has just produced.
-func appendRounds(b []byte, rounds []FlowRound) []byte {
+func appendRounds(b []byte, rounds []*FlowRound) []byte {
 	b = append(b, '[')
 	for i := range rounds {
 		if i > 0 {
@@ -37,14 +40,16 @@ func (r *FlowRound) appendJSON(b []byte) []byte {
 		{`,"traceId":`, r.TraceID}, {`,"spanId":`, r.SpanID},
 	} {
 		if f.val != "" {
-			b = appendString(append(b, f.key...), f.val)
+			b = jsontext.AppendString(append(b, f.key...), f.val)
 		}
 	}
 	if r.StateExpiresAt != nil {
 		b = appendTime(append(b, `,"stateExpiresAt":`...), *r.StateExpiresAt)
 	}
-	// The documents below were encoded by the recorder (encoding/json),
-	// so they are valid JSON as they stand.
+	// The documents below were encoded by the recorder, so they are
+	// valid JSON as they stand; a tenant's question may still carry
+	// invalid UTF-8 in its strings, which PostgreSQL's text refuses, and
+	// the rounds reach PostgreSQL as text.
 	for _, f := range [...]struct {
 		key string
 		val []byte
@@ -53,7 +58,16 @@ func (r *FlowRound) appendJSON(b []byte) []byte {
 		{`,"principal":`, r.Principal}, {`,"client":`, r.Client},
 	} {
 		if len(f.val) > 0 {
-			b = append(append(b, f.key...), f.val...)
+			v := f.val
+			if !utf8.Valid(v) {
+				v = bytes.ToValidUTF8(v, []byte("\uFFFD"))
+			}
+			if bytes.IndexByte(v, 0) >= 0 {
+				// Not in valid JSON; refused by PostgreSQL's text, with
+				// the batch, if it came.
+				v = bytes.ReplaceAll(v, []byte{0}, []byte("\uFFFD"))
+			}
+			b = append(append(b, f.key...), v...)
 		}
 	}
 	return append(b, '}')
@@ -62,41 +76,5 @@ func (r *FlowRound) appendJSON(b []byte) []byte {
 func appendTime(b []byte, t time.Time) []byte {
 	b = append(b, '"')
 	b = t.UTC().AppendFormat(b, time.RFC3339Nano)
-	return append(b, '"')
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string; invalid UTF-8 and NUL become
-// U+FFFD.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				b = append(b, '\\', c)
-			case c == 0:
-				// PostgreSQL's text holds no NUL (and refuses the whole
-				// batch over one), and SQLite's C strings end at one: the
-				// record keeps a mark where a client or tenant sent it.
-				b = append(b, `\ufffd`...)
-			case c < 0x20:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			default:
-				b = append(b, c)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, `\ufffd`...)
-		} else {
-			b = append(b, s[i:i+size]...)
-		}
-		i += size
-	}
 	return append(b, '"')
 }

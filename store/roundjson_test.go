@@ -16,8 +16,15 @@ func TestRoundsEncodeToWhatTheyDecodeFrom(t *testing.T) {
 		{N: 2, ArrivedAt: exp, EndedAt: exp, ClientWaitUS: 7, StateIn: "rejected", ErrorClass: "bad\xffutf8",
 			Principal: json.RawMessage(`{"subject":"alice"}`), Webhook: json.RawMessage(`{"kind":"tool"}`), Answers: json.RawMessage(`{"q":1}`)},
 		{N: 3},
+		// A tenant's question with invalid UTF-8 in a string: PostgreSQL's
+		// text refuses it, so it is stored as U+FFFD.
+		{N: 4, Asked: json.RawMessage("[{\"key\":\"q\",\"params\":{\"message\":\"bad \xff\xfe byte\"}}]")},
 	}
-	b := appendRounds(nil, rounds)
+	ptrs := make([]*FlowRound, len(rounds))
+	for i := range rounds {
+		ptrs[i] = &rounds[i]
+	}
+	b := appendRounds(nil, ptrs)
 	if !json.Valid(b) {
 		t.Fatalf("not JSON: %s", b)
 	}
@@ -26,6 +33,7 @@ func TestRoundsEncodeToWhatTheyDecodeFrom(t *testing.T) {
 		t.Fatal(err)
 	}
 	rounds[1].ErrorClass = "bad\uFFFDutf8" // invalid UTF-8 is replaced, as encoding/json does
+	rounds[3].Asked = json.RawMessage("[{\"key\":\"q\",\"params\":{\"message\":\"bad \uFFFD byte\"}}]")
 	for i := range rounds {
 		// Compare the embedded documents by value.
 		for _, p := range []*json.RawMessage{&rounds[i].Asked, &back[i].Asked, &rounds[i].Client, &back[i].Client,

@@ -45,8 +45,9 @@ var (
 type Store struct {
 	db      *gorm.DB
 	dialect Dialect
-	box     *SecretBox // seals webhook secrets at rest; nil: plaintext
-	url     string     // the PostgreSQL URL, for listening connections
+	box     *SecretBox        // seals webhook secrets at rest; nil: plaintext
+	url     string            // the PostgreSQL URL, for listening connections
+	buffers chan *batchBuffer // the flow record's batch buffer, kept between writes
 }
 
 // DefaultURL is the embedded SQLite database used when none is configured.
@@ -99,7 +100,7 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s database: %w", dialect, err)
 	}
-	s := &Store{db: db, dialect: dialect}
+	s := &Store{db: db, dialect: dialect, buffers: make(chan *batchBuffer, 1)}
 	if dialect == Postgres {
 		s.url = rawURL
 	}

@@ -1,0 +1,75 @@
+// Package jsontext writes JSON text by hand for the paths that run for
+// every round (the flow record's encoding), where encoding/json's
+// reflection, and its re-validation of every document embedded in
+// another, cost more than the values themselves.
+package jsontext
+
+import (
+	"strings"
+	"unicode/utf8"
+)
+
+const hexDigits = "0123456789abcdef"
+
+// AppendString appends s as a JSON string. Invalid UTF-8 and NUL become
+// U+FFFD: the text is stored, and no database keeps a NUL in text
+// (PostgreSQL refuses the row, and the batch with it; SQLite's C strings
+// end there) nor, on PostgreSQL, invalid UTF-8.
+func AppendString[T ~string | ~[]byte](b []byte, s T) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c == 0:
+				b = append(b, `\ufffd`...)
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		// At most four bytes, converted on the stack for a []byte.
+		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// Text is s as AppendString stores it, for a value that goes to the
+// database beside JSON text but not in it: invalid bytes and NUL become
+// U+FFFD, each on its own. s itself, without a copy, when it holds
+// neither.
+func Text(s string) string {
+	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	b := make([]byte, 0, len(s)+8)
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == 0 || (r == utf8.RuneError && size == 1) {
+			b = utf8.AppendRune(b, utf8.RuneError)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return string(b)
+}
