@@ -2,12 +2,12 @@ package flows
 
 import (
 	"encoding/json"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/opsmcp/platform/internal/bounded"
+	"github.com/opsmcp/platform/internal/jsontext"
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/store"
@@ -118,8 +118,6 @@ func write(rd *tenants.Round, replica string, running bool) (store.RoundWrite, b
 		KeyIn:      rd.StateIn.KeyID,
 		KeyOut:     rd.StateOut.KeyID,
 		Replica:    replica,
-		Asked:      questionsJSON(rd.Asked),
-		Client:     jsonRaw(rd.Client),
 	}
 	if !rd.PreviousEnded.IsZero() {
 		r.ClientWaitUS = max(rd.Arrived.Sub(rd.PreviousEnded), 0).Microseconds()
@@ -131,13 +129,7 @@ func write(rd *tenants.Round, replica string, running bool) (store.RoundWrite, b
 		exp := rd.StateOut.Expires
 		r.StateExpiresAt = &exp
 	}
-	if p := rd.Principal; p != nil {
-		r.Principal = jsonRaw(principalFacts{Issuer: p.Issuer, Subject: p.Subject, Client: p.Client})
-	}
-	if wh := rd.Webhook; wh != nil {
-		r.Webhook = jsonRaw(webhookFacts{Kind: wh.Kind, Outcome: wh.Outcome, Failed: wh.Failed, Status: wh.Status,
-			DurationMS: wh.Duration.Milliseconds()})
-	}
+	r.Asked, r.Principal, r.Client, r.Webhook = roundDocuments(rd)
 	if len(rd.Answers) > 0 {
 		r.Answers = jsonRaw(rd.Answers)
 	}
@@ -178,20 +170,101 @@ func pendingKinds(asked map[string]mrtr.InputRequest) string {
 	return strings.Join(kinds, ",")
 }
 
-// questionsJSON records what each input request asked, in key order.
-func questionsJSON(asked map[string]mrtr.InputRequest) json.RawMessage {
-	if len(asked) == 0 {
-		return nil
+// roundDocuments encodes what a round asked, who called, with which
+// client and how its webhook went, in the shapes of Question,
+// principalFacts, tenants.ClientInfo and webhookFacts, into one
+// allocation. It is written by hand because it runs for every round:
+// encoding/json's reflection, and its re-validation of each question's
+// params, cost the serving process more than the rest of recording.
+func roundDocuments(rd *tenants.Round) (asked, principal, client, webhook json.RawMessage) {
+	size := 160 + len(rd.Client.Name) + len(rd.Client.Version)
+	if p := rd.Principal; p != nil {
+		size += len(p.Issuer) + len(p.Subject) + len(p.Client)
 	}
-	qs := make([]Question, 0, len(asked))
-	for _, key := range slices.Sorted(maps.Keys(asked)) {
+	for k, r := range rd.Asked {
+		size += 64 + len(k) + len(r.Params)
+	}
+	b := make([]byte, 0, size)
+	// part is what was appended since start, capped so that appending to
+	// it never writes over the next one.
+	part := func(start int) json.RawMessage { return b[start:len(b):len(b)] }
+	if len(rd.Asked) > 0 {
+		start := len(b)
+		b = appendQuestions(b, rd.Asked)
+		asked = part(start)
+	}
+	if p := rd.Principal; p != nil {
+		start := len(b)
+		b = appendObject(b, field{"issuer", p.Issuer}, field{"subject", p.Subject}, field{"client", p.Client})
+		principal = part(start)
+	}
+	start := len(b)
+	b = appendObject(b, field{"name", rd.Client.Name}, field{"version", rd.Client.Version})
+	client = part(start)
+	if wh := rd.Webhook; wh != nil {
+		start := len(b)
+		b = jsontext.AppendString(append(b, `{"kind":`...), wh.Kind)
+		b = jsontext.AppendString(append(b, `,"outcome":`...), wh.Outcome)
+		if wh.Failed {
+			b = append(b, `,"failed":true`...)
+		}
+		if wh.Status != 0 {
+			b = strconv.AppendInt(append(b, `,"status":`...), int64(wh.Status), 10)
+		}
+		b = strconv.AppendInt(append(b, `,"durationMs":`...), wh.Duration.Milliseconds(), 10)
+		b = append(b, '}')
+		webhook = part(start)
+	}
+	return asked, principal, client, webhook
+}
+
+// field is a string member of a JSON object, left out when empty.
+type field struct{ key, val string }
+
+// appendObject appends the fields that are set as a JSON object.
+func appendObject(b []byte, fields ...field) []byte {
+	b = append(b, '{')
+	first := true
+	for _, f := range fields {
+		if f.val == "" {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = jsontext.AppendString(b, f.key)
+		b = jsontext.AppendString(append(b, ':'), f.val)
+	}
+	return append(b, '}')
+}
+
+// appendQuestions appends what each input request asked, in key order,
+// as a JSON array of Question.
+func appendQuestions(b []byte, asked map[string]mrtr.InputRequest) []byte {
+	b = append(b, '[')
+	keys := make([]string, 0, 4)
+	for k := range asked {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for i, key := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
 		r := asked[key]
-		q := Question{Key: key, Kind: r.Kind()}
-		switch r.Kind() {
+		kind := r.Kind()
+		b = jsontext.AppendString(append(b, `{"key":`...), key)
+		b = jsontext.AppendString(append(b, `,"kind":`...), kind)
+		switch kind {
 		case mrtr.KindForm:
-			// A form's params are the question as the client sees it:
-			// recorded as they are, unparsed.
-			q.Params = r.Params
+			// A form's params are the question as the client sees it,
+			// recorded as they are: valid JSON, since every input
+			// request's params were decoded from a webhook's answer by
+			// encoding/json or encoded by it from a declared question.
+			if len(r.Params) > 0 {
+				b = append(append(b, `,"params":`...), r.Params...)
+			}
 		case mrtr.KindURL:
 			var p struct {
 				Message         string          `json:"message"`
@@ -199,13 +272,23 @@ func questionsJSON(asked map[string]mrtr.InputRequest) json.RawMessage {
 				URL             string          `json:"url"`
 			}
 			_ = json.Unmarshal(r.Params, &p)
-			q.Message, q.RequestedSchema, q.URL = bounded.String(p.Message, maxQuestionText), p.RequestedSchema, bounded.URL(p.URL, bounded.Value)
+			if m := bounded.String(p.Message, maxQuestionText); m != "" {
+				b = jsontext.AppendString(append(b, `,"message":`...), m)
+			}
+			if len(p.RequestedSchema) > 0 {
+				b = append(append(b, `,"requestedSchema":`...), p.RequestedSchema...)
+			}
+			if u := bounded.URL(p.URL, bounded.Value); u != "" {
+				b = jsontext.AppendString(append(b, `,"url":`...), u)
+			}
 		default:
-			q.Message = bounded.String(mrtr.DescribeRequest(r), maxQuestionText)
+			if m := bounded.String(mrtr.DescribeRequest(r), maxQuestionText); m != "" {
+				b = jsontext.AppendString(append(b, `,"message":`...), m)
+			}
 		}
-		qs = append(qs, q)
+		b = append(b, '}')
 	}
-	return jsonRaw(qs)
+	return append(b, ']')
 }
 
 func jsonRaw(v any) json.RawMessage {

@@ -97,12 +97,16 @@ func NewRecorder(ctx context.Context, opts Options) *Recorder {
 	return r
 }
 
-// queued is a round waiting to be written: a finished round, converted
-// on the writer's goroutine (nothing writes to it any more), or the
-// start of a running round, converted at once (the round goes on).
+// queued is a round waiting to be written, converted when its batch is
+// written: a finished round (nothing writes to it any more), or a copy
+// of a round as it starts calling the webhook (the round itself goes
+// on). It is small because the queue and the batch being gathered live
+// as long as the recorder and the garbage collector reads all of them
+// every cycle: with a converted round in each slot that was megabytes a
+// cycle.
 type queued struct {
 	rd      *tenants.Round
-	running store.RoundWrite
+	running bool
 }
 
 // Round implements tenants.RoundSink. It only queues the round: the
@@ -113,10 +117,13 @@ func (r *Recorder) Round(_ context.Context, rd *tenants.Round) {
 	}
 }
 
-// Running implements tenants.RunningSink.
+// Running implements tenants.RunningSink. A running mark is converted
+// only if its round has not finished by the time its batch is written:
+// under load most have, and the finished round says all it would.
 func (r *Recorder) Running(_ context.Context, rd *tenants.Round) {
-	if w, ok := write(rd, r.opts.Replica, true); ok {
-		r.enqueue(queued{running: w})
+	if recorded(rd, true) {
+		start := *rd
+		r.enqueue(queued{rd: &start, running: true})
 	}
 }
 
@@ -136,7 +143,10 @@ func (r *Recorder) drop(n int64) {
 	}
 }
 
-// Close writes what is queued (for at most a few seconds) and stops.
+// drainFor bounds how long a stopping recorder goes on writing.
+const drainFor = 5 * time.Second
+
+// Close writes what is queued (for at most drainFor) and stops.
 func (r *Recorder) Close() {
 	r.once.Do(func() {
 		r.stop()
@@ -153,54 +163,66 @@ func (r *Recorder) run(ctx context.Context) {
 	defer prune.Stop()
 	report := time.NewTicker(time.Minute)
 	defer report.Stop()
-	batch := make([]store.RoundWrite, 0, r.opts.BatchSize)
-	add := func(q queued) {
-		if q.rd == nil {
-			batch = append(batch, q.running)
-		} else if w, ok := write(q.rd, r.opts.Replica, false); ok {
-			batch = append(batch, w)
-		}
-	}
+	batch := make([]queued, 0, r.opts.BatchSize)
+	add := func(q queued) { batch = append(batch, q) }
 	var timer <-chan time.Time
+	var writes []store.RoundWrite
 	flush := func(ctx context.Context) {
 		if len(batch) == 0 {
 			return
 		}
-		r.writeBatch(ctx, batch)
+		// Converted now, into space kept from batch to batch and cleared
+		// after each (so it holds nothing for the collector to follow).
+		defer func() { clear(writes); writes = writes[:0] }()
+		finished := finishedRounds(batch)
+		for _, q := range batch {
+			if q.running && finished[q.rd.FlowID] >= q.rd.Number {
+				continue
+			}
+			if w, ok := write(q.rd, r.opts.Replica, q.running); ok {
+				writes = append(writes, w)
+			}
+		}
 		clear(batch)
 		batch, timer = batch[:0], nil
+		if len(writes) > 0 {
+			r.writeBatch(ctx, writes)
+		}
 	}
+	// Writes outlive a stop by drainFor: a batch being written when Close
+	// is called is finished, not cut off and dropped, and what is queued
+	// is drained after it, within the same bound.
+	wctx, wcancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer wcancel()
+	context.AfterFunc(ctx, func() { time.AfterFunc(drainFor, wcancel) })
 	r.pruneOnce(ctx)
 	for {
 		select {
 		case <-ctx.Done():
-			// Drain what is queued, within a bound: a stopping replica's
-			// last rounds should reach the record.
-			dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			// A stopping replica's last rounds should reach the record.
 			for {
 				select {
 				case q := <-r.queue:
 					add(q)
 					if len(batch) >= r.opts.BatchSize {
-						flush(dctx)
+						flush(wctx)
 					}
 					continue
 				default:
 				}
 				break
 			}
-			flush(dctx)
-			cancel()
+			flush(wctx)
 			return
 		case q := <-r.queue:
 			add(q)
 			if len(batch) >= r.opts.BatchSize {
-				flush(ctx)
+				flush(wctx)
 			} else if timer == nil {
 				timer = time.After(r.opts.BatchDelay)
 			}
 		case <-timer:
-			flush(ctx)
+			flush(wctx)
 		case <-expire.C:
 			r.expireOnce(ctx)
 		case <-prune.C:
@@ -209,6 +231,29 @@ func (r *Recorder) run(ctx context.Context) {
 			r.reportDrops()
 		}
 	}
+}
+
+// finishedRounds is the newest finished round of each flow in batch,
+// for the flows that also have a running mark in it.
+func finishedRounds(batch []queued) map[string]int {
+	var out map[string]int
+	for _, q := range batch {
+		if q.running {
+			if out == nil {
+				out = make(map[string]int)
+			}
+			out[q.rd.FlowID] = 0
+		}
+	}
+	if out == nil {
+		return nil
+	}
+	for _, q := range batch {
+		if n, ok := out[q.rd.FlowID]; ok && !q.running && q.rd.Number > n {
+			out[q.rd.FlowID] = q.rd.Number
+		}
+	}
+	return out
 }
 
 // Retries of a failed batch write: the first wait, the longest, and how

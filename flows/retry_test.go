@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -89,5 +90,44 @@ func TestRoundsServedWhileTheDatabaseIsDownReachTheRecordWhenItIsBack(t *testing
 	testwait.Until(t, "the outage's rounds recorded once the database is back", recorded("fl_during", 2, store.FlowCompleted))
 	if n := lost(); n > 0 {
 		t.Fatalf("%d rounds counted as dropped", n)
+	}
+}
+
+// TestCloseFinishesTheBatchBeingWritten: a replica stopping while a
+// batch is being written (here, retried while the database is briefly
+// unreachable) finishes that write, within the drain's bound, instead of
+// cutting it off and dropping its rounds.
+func TestCloseFinishesTheBatchBeingWritten(t *testing.T) {
+	ctx := context.Background()
+	url, rl := platformtest.PostgresThroughRelay(t, platformtest.PostgresSchemaURL(t))
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	var dropped atomic.Int64
+	rec := flows.NewRecorder(ctx, flows.Options{Store: st, Replica: "r1", BatchDelay: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Dropped: func(n int64) { dropped.Add(n) }})
+	rl.Cut()
+	now := time.Now()
+	rec.Round(ctx, &tenants.Round{FlowID: "fl_last", TenantID: "tn_1", Tenant: "acme", Method: mcp.MethodToolsCall,
+		Target: "order", Number: 1, ResultType: mcp.ResultTypeInputRequired, Arrived: now, Ended: now})
+	testwait.Until(t, "the write retried while the database is unreachable", func() bool {
+		return strings.Contains(logs.String(), "retrying while the database is unreachable")
+	})
+	closed := make(chan struct{})
+	go func() { rec.Close(); close(closed) }()
+	rl.Restore()
+	<-closed
+	if n := dropped.Load(); n > 0 {
+		t.Fatalf("%d rounds dropped by Close", n)
+	}
+	f, rounds, err := st.GetFlow(ctx, "fl_last")
+	if err != nil || f.State != store.FlowAwaitingInput || len(rounds) != 1 {
+		t.Fatalf("the last batch was not written: %v, %+v, %d rounds", err, f, len(rounds))
 	}
 }

@@ -1,0 +1,81 @@
+package flows_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/opsmcp/platform/flows"
+	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/store"
+)
+
+// BenchmarkRecorder is the whole of recording as this process pays for
+// it: two-round flows handed to a Recorder as the serving path hands
+// them (the first round; the second's running mark as it calls the
+// webhook, then the second round), converted, batched and written to
+// the database. It
+// reports this process's CPU per round, which on PostgreSQL leaves out
+// the database server's own work (another process; another machine in a
+// fleet). Compare with a round's whole cost (BenchmarkRecordingThroughput
+// in tenants, record=off) for what recording adds.
+func BenchmarkRecorder(b *testing.B) {
+	ctx := context.Background()
+	for _, d := range platformtest.Dialects() {
+		b.Run(d.Name, func(b *testing.B) {
+			st, err := store.Open(ctx, d.New(b))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			if _, err := st.Migrate(ctx); err != nil {
+				b.Fatal(err)
+			}
+			var dropped atomic.Int64
+			var written atomic.Int64
+			rec := flows.NewRecorder(ctx, flows.Options{Store: st, Replica: "platform-0", Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), Written: func() { written.Add(1) },
+				Dropped: func(n int64) { dropped.Add(n) }})
+			ask, done := flows.BenchRounds()
+			cpu0 := cpuTime()
+			n := 0
+			for b.Loop() {
+				// Fresh rounds each time: the recorder keeps the ones it was
+				// handed until their batch is written.
+				a, d := *ask, *done
+				a.FlowID = "fl_" + strconv.Itoa(n)
+				d.FlowID = a.FlowID
+				rec.Round(ctx, &a)
+				rec.Running(ctx, &d)
+				rec.Round(ctx, &d)
+				n++
+				if n%500 == 0 {
+					// Keep within the queue, as a replica serving at this
+					// rate does when the database keeps up.
+					for rec.Queued() > 5000 {
+						time.Sleep(time.Millisecond)
+					}
+				}
+			}
+			rec.Close()
+			b.StopTimer()
+			if dropped.Load() > 0 {
+				b.Fatalf("%d rounds dropped", dropped.Load())
+			}
+			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/1e3/float64(2*n), "cpu-µs/round")
+		})
+	}
+}
+
+// cpuTime is the CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
