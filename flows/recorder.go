@@ -24,8 +24,9 @@ type Options struct {
 	// a full queue drops rounds rather than hold up serving.
 	QueueSize int
 	// BatchSize and BatchDelay bound a write: at most BatchSize rounds,
-	// and a round waits at most BatchDelay (defaults 2048, 100 ms). Larger
-	// batches merge more rounds of one flow into one change.
+	// and a round waits at most BatchDelay, about half of it on average
+	// (defaults 2048, 100 ms). Larger batches merge more rounds of one
+	// flow into one change.
 	BatchSize  int
 	BatchDelay time.Duration
 	// RetryFor bounds how long a batch whose write failed while the
@@ -59,6 +60,8 @@ type Recorder struct {
 	opts    Options
 	log     *slog.Logger
 	queue   chan queued
+	full    chan struct{} // fullAt rounds are queued
+	fullAt  int           // a batch's worth, or half the queue if less
 	dropped atomic.Int64
 
 	stop context.CancelFunc
@@ -87,10 +90,12 @@ func NewRecorder(ctx context.Context, opts Options) *Recorder {
 		opts.RetryFor = 30 * time.Second
 	}
 	r := &Recorder{
-		opts:  opts,
-		log:   opts.Logger,
-		queue: make(chan queued, opts.QueueSize),
-		done:  make(chan struct{}),
+		opts:   opts,
+		log:    opts.Logger,
+		queue:  make(chan queued, opts.QueueSize),
+		full:   make(chan struct{}, 1),
+		fullAt: max(min(opts.BatchSize, opts.QueueSize/2), 1),
+		done:   make(chan struct{}),
 	}
 	ctx, r.stop = context.WithCancel(context.WithoutCancel(ctx))
 	go r.run(ctx)
@@ -130,6 +135,12 @@ func (r *Recorder) Running(_ context.Context, rd *tenants.Round) {
 func (r *Recorder) enqueue(q queued) {
 	select {
 	case r.queue <- q:
+		if len(r.queue) >= r.fullAt {
+			select {
+			case r.full <- struct{}{}:
+			default:
+			}
+		}
 	default:
 		r.drop(1)
 	}
@@ -164,8 +175,6 @@ func (r *Recorder) run(ctx context.Context) {
 	report := time.NewTicker(time.Minute)
 	defer report.Stop()
 	batch := make([]queued, 0, r.opts.BatchSize)
-	add := func(q queued) { batch = append(batch, q) }
-	var timer <-chan time.Time
 	var writes []store.RoundWrite
 	flush := func(ctx context.Context) {
 		if len(batch) == 0 {
@@ -184,10 +193,20 @@ func (r *Recorder) run(ctx context.Context) {
 			}
 		}
 		clear(batch)
-		batch, timer = batch[:0], nil
+		batch = batch[:0]
 		if len(writes) > 0 {
 			r.writeBatch(ctx, writes)
 		}
+	}
+	// drain writes what was queued when it began, in batches.
+	drain := func(ctx context.Context) {
+		for range len(r.queue) {
+			batch = append(batch, <-r.queue)
+			if len(batch) >= r.opts.BatchSize {
+				flush(ctx)
+			}
+		}
+		flush(ctx)
 	}
 	// Writes outlive a stop by drainFor: a batch being written when Close
 	// is called is finished, not cut off and dropped, and what is queued
@@ -195,34 +214,22 @@ func (r *Recorder) run(ctx context.Context) {
 	wctx, wcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer wcancel()
 	context.AfterFunc(ctx, func() { time.AfterFunc(drainFor, wcancel) })
+	// The queue is read on a tick (or when a batch's worth waits), not
+	// as rounds arrive: a receiver waiting on it would be woken by every
+	// round, two switches of goroutine a round on the serving cores.
+	tick := time.NewTicker(r.opts.BatchDelay)
+	defer tick.Stop()
 	r.pruneOnce(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			// A stopping replica's last rounds should reach the record.
-			for {
-				select {
-				case q := <-r.queue:
-					add(q)
-					if len(batch) >= r.opts.BatchSize {
-						flush(wctx)
-					}
-					continue
-				default:
-				}
-				break
-			}
-			flush(wctx)
+			drain(wctx)
 			return
-		case q := <-r.queue:
-			add(q)
-			if len(batch) >= r.opts.BatchSize {
-				flush(wctx)
-			} else if timer == nil {
-				timer = time.After(r.opts.BatchDelay)
-			}
-		case <-timer:
-			flush(wctx)
+		case <-tick.C:
+			drain(wctx)
+		case <-r.full:
+			drain(wctx)
 		case <-expire.C:
 			r.expireOnce(ctx)
 		case <-prune.C:
