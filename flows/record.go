@@ -259,10 +259,11 @@ func appendQuestions(b []byte, asked map[string]mrtr.InputRequest) []byte {
 		switch kind {
 		case mrtr.KindForm:
 			// A form's params are the question as the client sees it,
-			// recorded as they are: valid JSON, since every input
-			// request's params were decoded from a webhook's answer by
-			// encoding/json or encoded by it from a declared question.
-			if len(r.Params) > 0 {
+			// recorded as they are. Every input request's params were
+			// decoded from a webhook's answer by encoding/json or encoded
+			// by it from a declared question; checked all the same, since
+			// one invalid document would spoil the flow's whole history.
+			if len(r.Params) > 0 && json.Valid(r.Params) {
 				b = append(append(b, `,"params":`...), r.Params...)
 			}
 		case mrtr.KindURL:

@@ -132,3 +132,18 @@ func TestRoundDocumentsDoNotShareSpace(t *testing.T) {
 		}
 	}
 }
+
+func TestAFormQuestionWithInvalidParamsIsRecordedWithoutThem(t *testing.T) {
+	rd := &tenants.Round{Asked: map[string]mrtr.InputRequest{
+		"bad":  {Method: "elicitation/create", Params: json.RawMessage(`{"message": "unterminated`)},
+		"good": {Method: "elicitation/create", Params: json.RawMessage(`{"message":"fine"}`)},
+	}}
+	asked, _, _, _ := roundDocuments(rd)
+	var qs []Question
+	if err := json.Unmarshal(asked, &qs); err != nil {
+		t.Fatalf("the questions are not JSON: %s", asked)
+	}
+	if len(qs) != 2 || qs[0].Key != "bad" || qs[0].Params != nil || string(qs[1].Params) != `{"message":"fine"}` {
+		t.Fatalf("recorded %s", asked)
+	}
+}

@@ -223,8 +223,15 @@ func (r *Recorder) run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			// A stopping replica's last rounds should reach the record.
-			drain(wctx)
+			// A stopping replica's last rounds should reach the record:
+			// drained until none is left or the drain's time is up, and
+			// what is left then is counted as dropped.
+			for len(r.queue) > 0 && wctx.Err() == nil {
+				drain(wctx)
+			}
+			if n := len(r.queue); n > 0 {
+				r.drop(int64(n))
+			}
 			return
 		case <-tick.C:
 			drain(wctx)

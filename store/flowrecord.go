@@ -291,8 +291,8 @@ const newer = `excluded.rounds >= flows.rounds AND flows.state <> 'cancelled'`
 // megabytes of rounds) whose parameters carry every row of the batch.
 // The flows rows go as one JSON array of arrays that the statement takes
 // apart (json_each on SQLite, jsonb_array_elements on PostgreSQL); the
-// flow_rounds rows the same way on SQLite, and as four arrays on
-// PostgreSQL (pgRoundsInsert).
+// flow_rounds rows the same way on SQLite, and by COPY on PostgreSQL
+// (writeRoundsPostgres).
 // Binding 25 parameters a row costs more than the rows: SQLite's driver
 // looks each parameter up in the whole argument list (quadratic in their
 // number) and compiles every statement on each execution, so neither many
@@ -482,7 +482,10 @@ func (s *Store) writeRoundsPostgres(ctx context.Context, merged []*mergedFlow, b
 			}
 			number(merged, last+1)
 			bb.flows = flowRows(bb.flows[:0], merged)
-			if _, err := tx.Exec(ctx, flowStatements[Postgres].flows, bb.flows); err != nil {
+			// As json, not bare bytes: in pgx's simple-protocol and exec
+			// modes (a URL may ask for them, as behind PgBouncer) bytes
+			// would go as bytea.
+			if _, err := tx.Exec(ctx, flowStatements[Postgres].flows, json.RawMessage(bb.flows)); err != nil {
 				return fmt.Errorf("write flows: %w", err)
 			}
 			var rows []roundsRow

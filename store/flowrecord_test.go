@@ -318,3 +318,30 @@ func TestABatchOfLargeRoundsIsWrittenInSeveralStatements(t *testing.T) {
 		})
 	}
 }
+
+// TestTheRecordIsWrittenInEveryPgxMode: a PostgreSQL URL may choose how
+// pgx sends statements (default_query_exec_mode; simple_protocol or exec
+// behind PgBouncer). The record's batch, its jsonb document and its COPY
+// of rounds, must be written and read back the same in each.
+func TestTheRecordIsWrittenInEveryPgxMode(t *testing.T) {
+	ctx := context.Background()
+	asked := json.RawMessage(`[{"key":"env","kind":"form","params":{"message":"Which \"one\"?"}}]`)
+	for _, mode := range []string{"cache_statement", "cache_describe", "describe_exec", "exec", "simple_protocol"} {
+		t.Run(mode, func(t *testing.T) {
+			st := acmeStore(t, platformtest.PostgresSchemaURL(t)+"&default_query_exec_mode="+mode, false)
+			w1 := round("fl_mode", 1, store.FlowAwaitingInput, time.Now())
+			w1.Round.Asked = asked
+			w2 := round("fl_mode", 2, store.FlowCompleted, time.Now())
+			if _, err := st.WriteRounds(ctx, []store.RoundWrite{w1}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.WriteRounds(ctx, []store.RoundWrite{w2}); err != nil {
+				t.Fatal(err)
+			}
+			f, rounds, err := st.GetFlow(ctx, "fl_mode")
+			if err != nil || f.State != store.FlowCompleted || f.Rounds != 2 || len(rounds) != 2 || !bytes.Equal(rounds[0].Asked, asked) {
+				t.Fatalf("read back %v, %+v, %+v", err, f, rounds)
+			}
+		})
+	}
+}
