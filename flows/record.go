@@ -35,20 +35,11 @@ type Question struct {
 	Params json.RawMessage `json:"params,omitempty"`
 }
 
-// webhookFacts is a round's delivery as the record keeps it.
-type webhookFacts struct {
-	Kind       string `json:"kind"`
-	Outcome    string `json:"outcome"`
-	Failed     bool   `json:"failed,omitempty"`
-	Status     int    `json:"status,omitempty"`
-	DurationMS int64  `json:"durationMs"`
-}
-
-// principalFacts is who called, as the record keeps it (never a token).
-type principalFacts struct {
-	Issuer  string `json:"issuer,omitempty"`
-	Subject string `json:"subject,omitempty"`
-	Client  string `json:"client,omitempty"`
+// urlQuestion is what the record reads of a URL elicitation's params.
+type urlQuestion struct {
+	Message         string          `json:"message"`
+	RequestedSchema json.RawMessage `json:"requestedSchema"`
+	URL             string          `json:"url"`
 }
 
 // recorded reports whether the record keeps rd: a round of a
@@ -170,10 +161,10 @@ func pendingKinds(asked map[string]mrtr.InputRequest) string {
 	return strings.Join(kinds, ",")
 }
 
-// roundDocuments encodes what a round asked, who called, with which
-// client and how its webhook went, in the shapes of Question,
-// principalFacts, tenants.ClientInfo and webhookFacts, into one
-// allocation. It is written by hand because it runs for every round:
+// roundDocuments encodes what a round asked (an array of Question), who
+// called ({issuer, subject, client}, never a token), with which client
+// (tenants.ClientInfo) and how its webhook went ({kind, outcome, failed,
+// status, durationMs}), into one allocation. It is written by hand because it runs for every round:
 // encoding/json's reflection, and its re-validation of each question's
 // params, cost the serving process more than the rest of recording.
 func roundDocuments(rd *tenants.Round) (asked, principal, client, webhook json.RawMessage) {
@@ -267,11 +258,7 @@ func appendQuestions(b []byte, asked map[string]mrtr.InputRequest) []byte {
 				b = append(append(b, `,"params":`...), r.Params...)
 			}
 		case mrtr.KindURL:
-			var p struct {
-				Message         string          `json:"message"`
-				RequestedSchema json.RawMessage `json:"requestedSchema"`
-				URL             string          `json:"url"`
-			}
+			var p urlQuestion
 			_ = json.Unmarshal(r.Params, &p)
 			if m := bounded.String(p.Message, maxQuestionText); m != "" {
 				b = jsontext.AppendString(append(b, `,"message":`...), m)

@@ -15,6 +15,22 @@ import (
 	"github.com/opsmcp/platform/tenants"
 )
 
+// webhookFacts is a round's delivery as the record keeps it (the reference encoding's shape).
+type webhookFacts struct {
+	Kind       string `json:"kind"`
+	Outcome    string `json:"outcome"`
+	Failed     bool   `json:"failed,omitempty"`
+	Status     int    `json:"status,omitempty"`
+	DurationMS int64  `json:"durationMs"`
+}
+
+// principalFacts is who called, as the record keeps it (the reference encoding's shape) (never a token).
+type principalFacts struct {
+	Issuer  string `json:"issuer,omitempty"`
+	Subject string `json:"subject,omitempty"`
+	Client  string `json:"client,omitempty"`
+}
+
 // referenceDocuments is what roundDocuments must produce, by
 // encoding/json over the record's documented shapes (Question,
 // principalFacts, tenants.ClientInfo, webhookFacts). Strings go in as
@@ -41,11 +57,7 @@ func referenceDocuments(t *testing.T, rd *tenants.Round) (asked, principal, clie
 			case mrtr.KindForm:
 				q.Params = r.Params
 			case mrtr.KindURL:
-				var p struct {
-					Message         string          `json:"message"`
-					RequestedSchema json.RawMessage `json:"requestedSchema"`
-					URL             string          `json:"url"`
-				}
+				var p urlQuestion
 				_ = json.Unmarshal(r.Params, &p)
 				q.Message, q.RequestedSchema, q.URL = bounded.String(p.Message, maxQuestionText), p.RequestedSchema, bounded.URL(p.URL, bounded.Value)
 			default:

@@ -6,13 +6,11 @@ import (
 	"os"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/opsmcp/platform/flows"
 	"github.com/opsmcp/platform/internal/platformtest"
-	"github.com/opsmcp/platform/store"
 )
 
 // BenchmarkRecorder is the whole of recording as this process pays for
@@ -28,20 +26,13 @@ func BenchmarkRecorder(b *testing.B) {
 	ctx := context.Background()
 	for _, d := range platformtest.Dialects() {
 		b.Run(d.Name, func(b *testing.B) {
-			st, err := store.Open(ctx, d.New(b))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer st.Close()
-			if _, err := st.Migrate(ctx); err != nil {
-				b.Fatal(err)
-			}
+			st := platformtest.Store(b, d.New(b))
 			var dropped atomic.Int64
 			var written atomic.Int64
 			rec := flows.NewRecorder(ctx, flows.Options{Store: st, Replica: "platform-0", Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), Written: func() { written.Add(1) },
 				Dropped: func(n int64) { dropped.Add(n) }})
 			ask, done := flows.BenchRounds()
-			cpu0 := cpuTime()
+			cpu0 := platformtest.CPUTime()
 			n := 0
 			for b.Loop() {
 				// Fresh rounds each time: the recorder keeps the ones it was
@@ -66,16 +57,7 @@ func BenchmarkRecorder(b *testing.B) {
 			if dropped.Load() > 0 {
 				b.Fatalf("%d rounds dropped", dropped.Load())
 			}
-			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/1e3/float64(2*n), "cpu-µs/round")
+			b.ReportMetric(float64((platformtest.CPUTime()-cpu0).Nanoseconds())/1e3/float64(2*n), "cpu-µs/round")
 		})
 	}
-}
-
-// cpuTime is the CPU time this process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

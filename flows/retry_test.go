@@ -43,14 +43,7 @@ func (b *syncBuffer) String() string {
 func TestRoundsServedWhileTheDatabaseIsDownReachTheRecordWhenItIsBack(t *testing.T) {
 	ctx := context.Background()
 	url, rl := platformtest.PostgresThroughRelay(t, platformtest.PostgresSchemaURL(t))
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := platformtest.Store(t, url)
 	var logs syncBuffer
 	var dropped int64
 	var mu sync.Mutex
@@ -100,14 +93,7 @@ func TestRoundsServedWhileTheDatabaseIsDownReachTheRecordWhenItIsBack(t *testing
 func TestCloseFinishesTheBatchBeingWritten(t *testing.T) {
 	ctx := context.Background()
 	url, rl := platformtest.PostgresThroughRelay(t, platformtest.PostgresSchemaURL(t))
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := platformtest.Store(t, url)
 	var logs syncBuffer
 	var dropped atomic.Int64
 	rec := flows.NewRecorder(ctx, flows.Options{Store: st, Replica: "r1", BatchDelay: 10 * time.Millisecond,
@@ -119,6 +105,10 @@ func TestCloseFinishesTheBatchBeingWritten(t *testing.T) {
 	testwait.Until(t, "the write retried while the database is unreachable", func() bool {
 		return strings.Contains(logs.String(), "retrying while the database is unreachable")
 	})
+	// The write now waits out its backoff (100 ms at least) before it
+	// tries again, so Close comes while the batch is still being written,
+	// whichever of Close and Restore runs first: a Close that cut the
+	// write off would drop the round here.
 	closed := make(chan struct{})
 	go func() { rec.Close(); close(closed) }()
 	rl.Restore()

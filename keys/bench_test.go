@@ -52,7 +52,7 @@ func benchRound(b *testing.B, m *keys.Manager, id string, parallel bool) {
 // BenchmarkRingRound: the built-in AES-256-GCM ring, served from the
 // cache (the same for the local and the Vault KV provider).
 func BenchmarkRingRound(b *testing.B) {
-	st := openStore(b, platformtest.SQLiteURL(b))
+	st := platformtest.Store(b, platformtest.SQLiteURL(b))
 	id := addTenant(b, st, "acme", 600)
 	m := localManager(b, st, masterKey(), nil)
 	m.Close() // no background refresh in the measurement
@@ -64,7 +64,7 @@ func BenchmarkRingRound(b *testing.B) {
 // loopback: one encrypt and one decrypt request per round.
 func BenchmarkTransitRound(b *testing.B) {
 	v := vaulttest.StartDev(b)
-	st := openStore(b, platformtest.SQLiteURL(b))
+	st := platformtest.Store(b, platformtest.SQLiteURL(b))
 	id := addTenant(b, st, "acme", 600)
 	m := vaultManager(b, v, st, nil, func(o *keys.Options) { o.Custody = keys.KindTransit; o.Logger = quietLog() })
 	if _, err := m.Codec(context.Background(), id); err != nil {
@@ -79,7 +79,7 @@ func BenchmarkTransitRound(b *testing.B) {
 // ring fresh: one KV v2 metadata read.
 func BenchmarkVaultRefresh(b *testing.B) {
 	v := vaulttest.StartDev(b)
-	st := openStore(b, platformtest.SQLiteURL(b))
+	st := platformtest.Store(b, platformtest.SQLiteURL(b))
 	id := addTenant(b, st, "acme", 600)
 	m := vaultManager(b, v, st, nil, func(o *keys.Options) { o.Logger = quietLog() })
 	if _, err := m.Codec(context.Background(), id); err != nil {

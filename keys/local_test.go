@@ -40,20 +40,6 @@ func (c *clock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func openStore(t testing.TB, url string) *store.Store {
-	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if _, err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
 func addTenant(t testing.TB, st *store.Store, slug string, ttlSeconds int) string {
 	t.Helper()
 	tn := &store.Tenant{Slug: slug, DisplayName: slug, Settings: fmt.Sprintf(`{"stateTtlSeconds":%d}`, ttlSeconds)}
@@ -150,7 +136,7 @@ func TestLocalRotationPhases(t *testing.T) {
 	for _, d := range platformtest.Dialects() {
 		t.Run(d.Name, func(t *testing.T) {
 			ctx := context.Background()
-			st := openStore(t, d.New(t))
+			st := platformtest.Store(t, d.New(t))
 			id := addTenant(t, st, "acme", 60)
 			c := newClock()
 			m := localManager(t, st, masterKey(), c)
@@ -240,13 +226,13 @@ func TestLocalCASRaceExactlyOneAdvances(t *testing.T) {
 		t.Run(d.Name, func(t *testing.T) {
 			ctx := context.Background()
 			url := d.New(t)
-			st := openStore(t, url)
+			st := platformtest.Store(t, url)
 			id := addTenant(t, st, "acme", 1)
 			c := newClock()
 			mk := masterKey()
 			var ms []*keys.Manager
 			for range 4 {
-				ms = append(ms, localManager(t, openStore(t, url), mk, c))
+				ms = append(ms, localManager(t, platformtest.Store(t, url), mk, c))
 			}
 			if _, err := ms[0].Create(ctx, id, ""); err != nil {
 				t.Fatal(err)
@@ -302,7 +288,7 @@ func TestLocalCASRaceExactlyOneAdvances(t *testing.T) {
 // that tenant closed and no other.
 func TestLocalMalformedOrForeignRecordFailsClosedAlone(t *testing.T) {
 	ctx := context.Background()
-	st := openStore(t, platformtest.SQLiteURL(t))
+	st := platformtest.Store(t, platformtest.SQLiteURL(t))
 	a, b := addTenant(t, st, "alpha", 60), addTenant(t, st, "beta", 60)
 	mk := masterKey()
 	m := localManager(t, st, mk, nil)
@@ -350,7 +336,7 @@ func TestLocalMalformedOrForeignRecordFailsClosedAlone(t *testing.T) {
 
 func TestLocalNoRingFailsClosed(t *testing.T) {
 	ctx := context.Background()
-	st := openStore(t, platformtest.SQLiteURL(t))
+	st := platformtest.Store(t, platformtest.SQLiteURL(t))
 	id := addTenant(t, st, "acme", 60)
 	m := localManager(t, st, masterKey(), nil, func(o *keys.Options) { o.NoAutoCreate = true })
 	_, err := m.Codec(ctx, id)
@@ -371,7 +357,7 @@ func TestLocalNoRingFailsClosed(t *testing.T) {
 
 func TestLocalRevokeIsImmediate(t *testing.T) {
 	ctx := context.Background()
-	st := openStore(t, platformtest.SQLiteURL(t))
+	st := platformtest.Store(t, platformtest.SQLiteURL(t))
 	id := addTenant(t, st, "acme", 60)
 	m := localManager(t, st, masterKey(), nil)
 	tok, k1 := seal(t, sealer(t, m, id, time.Minute, nil), id)

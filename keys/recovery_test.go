@@ -21,7 +21,7 @@ import (
 func controlledManager(t *testing.T, url string, mk []byte, c *clock) (*keys.Manager, *keys.Backend) {
 	t.Helper()
 	o := keys.Options{
-		Provider: keys.ProviderLocal, Store: openStore(t, url), MasterKey: mk, Logger: testLogger(t),
+		Provider: keys.ProviderLocal, Store: platformtest.Store(t, url), MasterKey: mk, Logger: testLogger(t),
 		Refresh: time.Hour, ClockSkew: 100 * time.Millisecond, Staleness: 3 * time.Hour,
 		NoScheduler: true,
 	}
@@ -47,7 +47,7 @@ func TestRoundsDuringARescuingRefreshWaitForIt(t *testing.T) {
 	ctx := context.Background()
 	url := platformtest.SQLiteURL(t)
 	mk := masterKey()
-	st := openStore(t, url)
+	st := platformtest.Store(t, url)
 	id := addTenant(t, st, "acme", 60)
 	a := localManager(t, st, mk, nil)
 	b, ctl := controlledManager(t, url, mk, nil)
@@ -155,7 +155,7 @@ func revokeKey(t *testing.T, m *keys.Manager, tenantID, keyID string) string {
 func TestRotationWaitsAMarginAfterTheKeyStoreReturns(t *testing.T) {
 	ctx := context.Background()
 	url := platformtest.SQLiteURL(t)
-	st := openStore(t, url)
+	st := platformtest.Store(t, url)
 	id := addTenant(t, st, "acme", 60)
 	c := newClock()
 	m, ctl := controlledManager(t, url, masterKey(), c)
@@ -202,7 +202,7 @@ func TestRotationWaitsAMarginAfterTheKeyStoreReturns(t *testing.T) {
 func TestRefreshFailuresOfDifferentTypesInOnePass(t *testing.T) {
 	ctx := context.Background()
 	url := platformtest.SQLiteURL(t)
-	st := openStore(t, url)
+	st := platformtest.Store(t, url)
 	m, ctl := controlledManager(t, url, masterKey(), nil)
 	var ids []string
 	for _, slug := range []string{"acme", "globex", "initech"} {
@@ -236,7 +236,7 @@ func TestRefreshFailuresOfDifferentTypesInOnePass(t *testing.T) {
 func TestAStartingReplicaWaitsAMarginBeforeRotating(t *testing.T) {
 	ctx := context.Background()
 	url := platformtest.SQLiteURL(t)
-	st := openStore(t, url)
+	st := platformtest.Store(t, url)
 	id := addTenant(t, st, "acme", 60)
 	c := newClock()
 	mk := masterKey()
@@ -274,7 +274,7 @@ func TestAStartingReplicaWaitsAMarginBeforeRotating(t *testing.T) {
 func TestATenantWhoseRingCannotBeReadFailsClosedAlone(t *testing.T) {
 	ctx := context.Background()
 	url := platformtest.SQLiteURL(t)
-	st := openStore(t, url)
+	st := platformtest.Store(t, url)
 	bad, good := addTenant(t, st, "acme", 60), addTenant(t, st, "globex", 60)
 	c := newClock()
 	m, ctl := controlledManager(t, url, masterKey(), c)

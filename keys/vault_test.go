@@ -67,7 +67,7 @@ func TestVaultRingCreationAndCheckAndSet(t *testing.T) {
 	v := vaulttest.Start(t)
 	ctx := context.Background()
 	url := platformtest.SQLiteURL(t)
-	st := openStore(t, url)
+	st := platformtest.Store(t, url)
 	id := addTenant(t, st, "acme", 1)
 	c := newClock()
 	m := vaultManager(t, v, st, c)
@@ -102,7 +102,7 @@ func TestVaultRingCreationAndCheckAndSet(t *testing.T) {
 	// Racing replicas: exactly one advances each phase.
 	var ms []*keys.Manager
 	for range 3 {
-		ms = append(ms, vaultManager(t, v, openStore(t, url), c))
+		ms = append(ms, vaultManager(t, v, platformtest.Store(t, url), c))
 	}
 	p := time.Second
 	if _, err := m.Update(ctx, id, &p, nil); err != nil {
@@ -166,11 +166,11 @@ func TestVaultRotationPhases(t *testing.T) {
 	v := vaulttest.Start(t)
 	ctx := context.Background()
 	url := platformtest.SQLiteURL(t)
-	st := openStore(t, url)
+	st := platformtest.Store(t, url)
 	id := addTenant(t, st, "acme", 60)
 	c := newClock()
 	a := vaultManager(t, v, st, c)
-	b := vaultManager(t, v, openStore(t, url), c) // another replica
+	b := vaultManager(t, v, platformtest.Store(t, url), c) // another replica
 	ttl := time.Minute
 
 	tokOld, k1 := seal(t, sealer(t, a, id, ttl, c.Now), id)
@@ -245,7 +245,7 @@ func TestVaultAppRoleLoginAndRenewal(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	st := openStore(t, platformtest.SQLiteURL(t))
+	st := platformtest.Store(t, platformtest.SQLiteURL(t))
 	aesT, transitT := addTenant(t, st, "acme", 60), addTenant(t, st, "globex", 60)
 	m := vaultManager(t, v, st, nil, func(o *keys.Options) {
 		o.Vault = keys.VaultOptions{Address: v.Addr, Auth: keys.AuthAppRole, RoleID: roleID, SecretIDFile: secretFile}
@@ -289,7 +289,7 @@ func TestVaultAppRoleLoginAndRenewal(t *testing.T) {
 func TestVaultTransitCustody(t *testing.T) {
 	v := vaulttest.Start(t)
 	ctx := context.Background()
-	st := openStore(t, platformtest.SQLiteURL(t))
+	st := platformtest.Store(t, platformtest.SQLiteURL(t))
 	a, b, mixed := addTenant(t, st, "acme", 60), addTenant(t, st, "globex", 60), addTenant(t, st, "initech", 60)
 	c := newClock()
 	m := vaultManager(t, v, st, c, func(o *keys.Options) { o.Custody = keys.KindTransit })
@@ -419,7 +419,7 @@ func jsonInt(v any) int64 {
 func TestVaultMalformedOrForeignRecordFailsClosedAlone(t *testing.T) {
 	v := vaulttest.Start(t)
 	ctx := context.Background()
-	st := openStore(t, platformtest.SQLiteURL(t))
+	st := platformtest.Store(t, platformtest.SQLiteURL(t))
 	a, b := addTenant(t, st, "acme", 60), addTenant(t, st, "globex", 60)
 	m := vaultManager(t, v, st, nil)
 	tokB, _ := seal(t, sealer(t, m, b, time.Minute, nil), b)
@@ -462,7 +462,7 @@ func TestVaultMalformedOrForeignRecordFailsClosedAlone(t *testing.T) {
 func TestVaultOutageServesCachedRingsUpToStaleness(t *testing.T) {
 	v := vaulttest.Start(t)
 	ctx := context.Background()
-	st := openStore(t, platformtest.SQLiteURL(t))
+	st := platformtest.Store(t, platformtest.SQLiteURL(t))
 	id := addTenant(t, st, "acme", 60)
 	m := vaultManager(t, v, st, nil, func(o *keys.Options) {
 		o.Staleness = 3 * time.Second
@@ -528,7 +528,7 @@ func TestVaultKubernetesLogin(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	st := openStore(t, platformtest.SQLiteURL(t))
+	st := platformtest.Store(t, platformtest.SQLiteURL(t))
 	id := addTenant(t, st, "acme", 60)
 	m := vaultManager(t, v, st, nil, func(o *keys.Options) {
 		o.Vault = keys.VaultOptions{Address: v.Addr, Auth: keys.AuthKubernetes, KubernetesRole: "platform", KubernetesTokenFile: tokenFile}
@@ -564,7 +564,7 @@ func TestVaultKubernetesLogin(t *testing.T) {
 // background reads are not traced.
 func TestVaultCallsMadeForARequestAreSpansUnderIt(t *testing.T) {
 	v := vaulttest.Start(t)
-	st := openStore(t, platformtest.SQLiteURL(t))
+	st := platformtest.Store(t, platformtest.SQLiteURL(t))
 	a := addTenant(t, st, "acme", 60)
 	m := vaultManager(t, v, st, nil, func(o *keys.Options) { o.Custody = keys.KindTransit })
 	rec := tracetest.NewSpanRecorder()
@@ -626,7 +626,7 @@ func TestVaultCallsMadeForARequestAreSpansUnderIt(t *testing.T) {
 // socket builds a manager; the client's socket dialling is not wrapped
 // away by tracing.
 func TestVaultOverAUnixSocketIsAccepted(t *testing.T) {
-	st := openStore(t, platformtest.SQLiteURL(t))
+	st := platformtest.Store(t, platformtest.SQLiteURL(t))
 	m, err := keys.New(keys.Options{Provider: keys.ProviderVault, Store: st, Logger: testLogger(t),
 		Vault: keys.VaultOptions{Address: "unix://" + t.TempDir() + "/agent.sock", Auth: keys.AuthToken, Token: "t"}})
 	if err != nil {

@@ -152,8 +152,8 @@ func (s *Store) WriteRounds(ctx context.Context, writes []RoundWrite) (int, erro
 		return 0, nil
 	}
 	merged := mergeWrites(writes)
-	bb := s.batchBuffer()
-	defer s.release(bb)
+	bb := s.takeBuffer()
+	defer s.giveBuffer(bb)
 	var err error
 	if s.dialect == Postgres {
 		err = s.writeRoundsPostgres(ctx, merged, bb)
@@ -245,6 +245,9 @@ func mergeWrites(writes []RoundWrite) []*mergedFlow {
 	return out
 }
 
+// lastSeqQuery reads the newest change's seq (0 for none).
+const lastSeqQuery = "SELECT COALESCE(MAX(seq), 0) FROM flows"
+
 // lockSeq takes the numbering lock and returns the next seq.
 func (s *Store) lockSeq(tx *gorm.DB) (int64, error) {
 	if s.dialect == Postgres {
@@ -253,7 +256,7 @@ func (s *Store) lockSeq(tx *gorm.DB) (int64, error) {
 		}
 	}
 	var last int64
-	if err := tx.Raw("SELECT COALESCE(MAX(seq), 0) FROM flows").Scan(&last).Error; err != nil {
+	if err := tx.Raw(lastSeqQuery).Scan(&last).Error; err != nil {
 		return 0, fmt.Errorf("read last flow change: %w", err)
 	}
 	return last + 1, nil
@@ -373,15 +376,15 @@ func flowRows(b []byte, ms []*mergedFlow) []byte {
 
 // batchBuffer is one batch's encoding space: its flow rows, and every
 // flow's rounds one after another. A store keeps one from batch to batch
-// (Store.buffers): a batch's documents are a megabyte or so, and
+// (takeBuffer, giveBuffer): a batch's documents are a megabyte or so, and
 // allocated afresh each time the runtime spent more zeroing, collecting
 // and returning their pages to the system than the encoding took. (A
 // sync.Pool loses it at every collection.)
 type batchBuffer struct{ flows, rounds []byte }
 
-// batchBuffer takes the store's batch buffer, or a new one while another
+// takeBuffer takes the store's batch buffer, or a new one while another
 // write holds it.
-func (s *Store) batchBuffer() *batchBuffer {
+func (s *Store) takeBuffer() *batchBuffer {
 	select {
 	case bb := <-s.buffers:
 		return bb
@@ -390,9 +393,9 @@ func (s *Store) batchBuffer() *batchBuffer {
 	}
 }
 
-// release gives bb back to s, unless a batch of huge questions grew it
+// giveBuffer gives bb back to s, unless a batch of huge questions grew it
 // past what is worth keeping.
-func (s *Store) release(bb *batchBuffer) {
+func (s *Store) giveBuffer(bb *batchBuffer) {
 	if cap(bb.flows)+cap(bb.rounds) > 16<<20 {
 		return
 	}
@@ -477,7 +480,7 @@ func (s *Store) writeRoundsPostgres(ctx context.Context, merged []*mergedFlow, b
 				return fmt.Errorf("lock flow changes: %w", err)
 			}
 			var last int64
-			if err := tx.QueryRow(ctx, "SELECT COALESCE(MAX(seq), 0) FROM flows").Scan(&last); err != nil {
+			if err := tx.QueryRow(ctx, lastSeqQuery).Scan(&last); err != nil {
 				return fmt.Errorf("read last flow change: %w", err)
 			}
 			number(merged, last+1)
@@ -858,7 +861,7 @@ func (s *Store) FlowsChangedAfter(ctx context.Context, seq int64, limit int) ([]
 // LastFlowChange is the seq of the newest change, 0 when there is none.
 func (s *Store) LastFlowChange(ctx context.Context) (int64, error) {
 	var last int64
-	if err := s.db.WithContext(ctx).Raw("SELECT COALESCE(MAX(seq), 0) FROM flows").Scan(&last).Error; err != nil {
+	if err := s.db.WithContext(ctx).Raw(lastSeqQuery).Scan(&last).Error; err != nil {
 		return 0, fmt.Errorf("read last flow change: %w", err)
 	}
 	return last, nil

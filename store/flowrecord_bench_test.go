@@ -17,14 +17,7 @@ import (
 // seconds per run.
 func BenchmarkListFlows(b *testing.B) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, platformtest.PostgresSchemaURL(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { st.Close() })
-	if _, err := st.Migrate(ctx); err != nil {
-		b.Fatal(err)
-	}
+	st := platformtest.Store(b, platformtest.PostgresSchemaURL(b))
 	seed := []string{
 		`INSERT INTO flows (id, tenant_id, tenant_slug, method, target, principal_issuer, principal_subject, principal_client,
 			client_name, client_version, era, state, rounds, pending_kinds, key_id, replica, trace_id, detail, started_at,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"syscall"
 	"testing"
 	"time"
 
@@ -35,7 +34,7 @@ func BenchmarkWriteRounds(b *testing.B) {
 					return ws
 				}
 				var flows int
-				cpu0 := cpuTime()
+				cpu0 := platformtest.CPUTime()
 				for b.Loop() {
 					ws := batch()
 					if _, err := st.WriteRounds(ctx, ws); err != nil {
@@ -45,19 +44,10 @@ func BenchmarkWriteRounds(b *testing.B) {
 				}
 				b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(flows), "µs/flow")
 				// CPU of this process only: PostgreSQL's own work is not in it.
-				b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(flows), "cpu-µs/flow")
+				b.ReportMetric(float64((platformtest.CPUTime()-cpu0).Microseconds())/float64(flows), "cpu-µs/flow")
 			})
 		}
 	}
-}
-
-// cpuTime is the CPU time this process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // twoRoundFlow is what the recorder writes for one two-round flow.

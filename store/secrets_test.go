@@ -18,14 +18,7 @@ func key(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
 func acmeStore(t testing.TB, url string, sealed bool) *store.Store {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if _, err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := platformtest.Store(t, url)
 	if sealed {
 		box, err := store.NewSecretBox(key(1))
 		if err != nil {

@@ -111,14 +111,7 @@ func TestDeletingATenantRevokesItsTokenGrants(t *testing.T) {
 		t.Run(d.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			st, err := store.Open(ctx, d.New(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			if _, err := st.Migrate(ctx); err != nil {
-				t.Fatal(err)
-			}
+			st := platformtest.Store(t, d.New(t))
 			old := &store.Tenant{Slug: "acme", DisplayName: "Old"}
 			if err := st.CreateTenant(ctx, old, false); err != nil {
 				t.Fatal(err)

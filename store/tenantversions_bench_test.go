@@ -16,14 +16,7 @@ func BenchmarkTenantVersions(b *testing.B) {
 	ctx := context.Background()
 	for _, d := range platformtest.Dialects() {
 		b.Run(d.Name, func(b *testing.B) {
-			st, err := store.Open(ctx, d.New(b))
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { st.Close() })
-			if _, err := st.Migrate(ctx); err != nil {
-				b.Fatal(err)
-			}
+			st := platformtest.Store(b, d.New(b))
 			const n = 100_000
 			cs := make([]store.Catalogue, n)
 			for i := range cs {
@@ -32,14 +25,14 @@ func BenchmarkTenantVersions(b *testing.B) {
 			if err := st.CreateCatalogues(ctx, cs); err != nil {
 				b.Fatal(err)
 			}
-			cpu0 := cpuTime()
+			cpu0 := platformtest.CPUTime()
 			for b.Loop() {
 				vs, err := st.TenantVersions(ctx)
 				if err != nil || len(vs) != n {
 					b.Fatalf("%d versions, %v", len(vs), err)
 				}
 			}
-			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N)/n, "cpu-ns/tenant")
+			b.ReportMetric(float64((platformtest.CPUTime()-cpu0).Nanoseconds())/float64(b.N)/n, "cpu-ns/tenant")
 		})
 	}
 }

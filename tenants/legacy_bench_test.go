@@ -124,12 +124,12 @@ func BenchmarkFlowTwoRoundsBridgedAndStateless(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		for j := range 2 {
 			side := (i + j) % 2
-			start, cpu0 := time.Now(), cpuTime()
+			start, cpu0 := time.Now(), platformtest.CPUTime()
 			if err := []func() error{stateless, bridged}[side](); err != nil {
 				b.Fatal(err)
 			}
 			took[side] += time.Since(start)
-			cpu[side] += cpuTime() - cpu0
+			cpu[side] += platformtest.CPUTime() - cpu0
 		}
 	}
 	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N) }

@@ -46,7 +46,7 @@ func BenchmarkRecordingThroughput(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.SetParallelism(4)
-				cpu0 := cpuTime()
+				cpu0 := platformtest.CPUTime()
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
@@ -58,7 +58,7 @@ func BenchmarkRecordingThroughput(b *testing.B) {
 				})
 				b.StopTimer()
 				b.ReportMetric(float64(2*b.N)/b.Elapsed().Seconds(), "rounds/s")
-				b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/1e3/float64(2*b.N), "cpu-µs/round")
+				b.ReportMetric(float64((platformtest.CPUTime()-cpu0).Nanoseconds())/1e3/float64(2*b.N), "cpu-µs/round")
 			})
 		}
 	}

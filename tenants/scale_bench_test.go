@@ -75,9 +75,9 @@ func BenchmarkScale(b *testing.B) {
 			seeded := time.Since(t0)
 
 			empty := heapInuse()
-			t0, cpu0 := time.Now(), cpuTime()
+			t0, cpu0 := time.Now(), platformtest.CPUTime()
 			warmScale(b, p.URL, n)
-			warmed, warmCPU := time.Since(t0), cpuTime()-cpu0
+			warmed, warmCPU := time.Since(t0), platformtest.CPUTime()-cpu0
 			perTenant := float64(heapInuse()-empty) / float64(n)
 			if path := os.Getenv("BENCH_SCALE_HEAPPROFILE"); path != "" {
 				writeHeapProfile(b, fmt.Sprintf("%s.%d", path, n))
@@ -85,9 +85,9 @@ func BenchmarkScale(b *testing.B) {
 
 			// With no traffic, what the replica spends is the refresh:
 			// every interval it reads every tenant's catalogue version.
-			cpu0 = cpuTime()
+			cpu0 = platformtest.CPUTime()
 			time.Sleep(3 * time.Second)
-			idle := float64((cpuTime() - cpu0).Microseconds()) / 3e3
+			idle := float64((platformtest.CPUTime() - cpu0).Microseconds()) / 3e3
 			b.Logf("%d tenants: seeded in %v, loaded in %v (%.0f CPU-µs each), cache %.1f KB/tenant, idle %.1f CPU-ms/s",
 				n, seeded.Round(time.Millisecond), warmed.Round(time.Millisecond), float64(warmCPU.Microseconds())/float64(n), perTenant/1024, idle)
 
@@ -105,12 +105,12 @@ func BenchmarkScale(b *testing.B) {
 						return tryFlow(client, p.URL+"/t/"+pick(r, w)+"/mcp")
 					}
 					dials0 := dials.Load()
-					cpu0 := cpuTime()
+					cpu0 := platformtest.CPUTime()
 					b.ResetTimer()
 					runFlows(b, workers, flow, int64(b.N), nil)
 					b.StopTimer()
 					rounds := float64(2 * b.N)
-					b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/1e3/rounds, "cpu-µs/round")
+					b.ReportMetric(float64((platformtest.CPUTime()-cpu0).Nanoseconds())/1e3/rounds, "cpu-µs/round")
 					b.ReportMetric(rounds/b.Elapsed().Seconds(), "rounds/s")
 					b.ReportMetric(float64(dials.Load()-dials0)/float64(b.N), "hook-dials/flow")
 

@@ -9,7 +9,6 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,13 +16,6 @@ import (
 	"github.com/opsmcp/platform/server"
 	"github.com/opsmcp/platform/telemetry"
 )
-
-// cpuTime is the user and system CPU time this process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // otlpSink is a local OTLP/HTTP endpoint that accepts and discards every
 // export, so the benchmark pays the real exporter's encoding and
@@ -90,7 +82,7 @@ func BenchmarkToolsCallRoundTelemetry(b *testing.B) {
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 			post(b, client, url, "tool0007", body) // warm the catalogue cache
 			b.ReportAllocs()
-			cpu0 := cpuTime()
+			cpu0 := platformtest.CPUTime()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				post(b, client, url, "tool0007", body)
@@ -100,7 +92,7 @@ func BenchmarkToolsCallRoundTelemetry(b *testing.B) {
 			// webhook, exporter): what bounds throughput on a busy
 			// machine, and far less noisy than wall time when others
 			// share the cores.
-			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64((platformtest.CPUTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 			if err := tel.Shutdown(context.Background()); err != nil {
 				b.Fatal(err)
 			}
@@ -216,7 +208,7 @@ func BenchmarkTelemetryThroughput(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.SetParallelism(4)
-				cpu0 := cpuTime()
+				cpu0 := platformtest.CPUTime()
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
 					// Off the benchmark's goroutine a failure is reported,
@@ -233,7 +225,7 @@ func BenchmarkTelemetryThroughput(b *testing.B) {
 				// CPU per round: on a saturated machine throughput is its
 				// inverse, and unlike wall time it does not count time the
 				// shared machine's other tenants took.
-				b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/1e3/float64(rounds*b.N), "cpu-µs/round")
+				b.ReportMetric(float64((platformtest.CPUTime()-cpu0).Nanoseconds())/1e3/float64(rounds*b.N), "cpu-µs/round")
 			})
 		}
 	}
