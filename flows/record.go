@@ -52,8 +52,10 @@ func recorded(rd *tenants.Round, running bool) bool {
 }
 
 // write turns a round into what the record stores; ok is false for a
-// round that belongs to no flow.
-func write(rd *tenants.Round, replica string, running bool) (store.RoundWrite, bool) {
+// round that belongs to no flow. The round's documents are written into
+// *docs, space the caller reuses; the result points into it and into rd,
+// so it is encoded before either changes (and allocates nothing).
+func write(rd *tenants.Round, replica string, running bool, docs *[]byte) (store.RoundWrite, bool) {
 	if !recorded(rd, running) {
 		return store.RoundWrite{}, false
 	}
@@ -86,11 +88,9 @@ func write(rd *tenants.Round, replica string, running bool) (store.RoundWrite, b
 	}
 	f.State, f.Detail = flowState(rd, running)
 	if f.State == store.FlowAwaitingInput {
-		ended := rd.Ended
-		f.WaitingSince = &ended
+		f.WaitingSince = &rd.Ended
 		if !rd.StateOut.Expires.IsZero() {
-			exp := rd.StateOut.Expires
-			f.StateExpiresAt = &exp
+			f.StateExpiresAt = &rd.StateOut.Expires
 		}
 		f.PendingKinds = pendingKinds(rd.Asked)
 	}
@@ -117,10 +117,9 @@ func write(rd *tenants.Round, replica string, running bool) (store.RoundWrite, b
 		r.TraceID, r.SpanID = sc.TraceID().String(), sc.SpanID().String()
 	}
 	if !rd.StateOut.Expires.IsZero() {
-		exp := rd.StateOut.Expires
-		r.StateExpiresAt = &exp
+		r.StateExpiresAt = &rd.StateOut.Expires
 	}
-	r.Asked, r.Principal, r.Client, r.Webhook = roundDocuments(rd)
+	*docs, r.Asked, r.Principal, r.Client, r.Webhook = roundDocuments((*docs)[:0], rd)
 	if len(rd.Answers) > 0 {
 		r.Answers = jsonRaw(rd.Answers)
 	}
@@ -161,13 +160,14 @@ func pendingKinds(asked map[string]mrtr.InputRequest) string {
 	return strings.Join(kinds, ",")
 }
 
-// roundDocuments encodes what a round asked (an array of Question), who
-// called ({issuer, subject, client}, never a token), with which client
-// (tenants.ClientInfo) and how its webhook went ({kind, outcome, failed,
-// status, durationMs}), into one allocation. It is written by hand because it runs for every round:
-// encoding/json's reflection, and its re-validation of each question's
-// params, cost the serving process more than the rest of recording.
-func roundDocuments(rd *tenants.Round) (asked, principal, client, webhook json.RawMessage) {
+// roundDocuments appends to b what a round asked (an array of Question),
+// who called ({issuer, subject, client}, never a token), with which
+// client (tenants.ClientInfo) and how its webhook went ({kind, outcome,
+// failed, status, durationMs}), and returns b and each document, in it.
+// It is written by hand because it runs for every round: encoding/json's
+// reflection, and its re-validation of each question's params, cost the
+// serving process more than the rest of recording.
+func roundDocuments(b []byte, rd *tenants.Round) (_ []byte, asked, principal, client, webhook json.RawMessage) {
 	size := 160 + len(rd.Client.Name) + len(rd.Client.Version)
 	if p := rd.Principal; p != nil {
 		size += len(p.Issuer) + len(p.Subject) + len(p.Client)
@@ -175,7 +175,7 @@ func roundDocuments(rd *tenants.Round) (asked, principal, client, webhook json.R
 	for k, r := range rd.Asked {
 		size += 64 + len(k) + len(r.Params)
 	}
-	b := make([]byte, 0, size)
+	b = slices.Grow(b, size)
 	// part is what was appended since start, capped so that appending to
 	// it never writes over the next one.
 	part := func(start int) json.RawMessage { return b[start:len(b):len(b)] }
@@ -206,7 +206,7 @@ func roundDocuments(rd *tenants.Round) (asked, principal, client, webhook json.R
 		b = append(b, '}')
 		webhook = part(start)
 	}
-	return asked, principal, client, webhook
+	return b, asked, principal, client, webhook
 }
 
 // field is a string member of a JSON object, left out when empty.

@@ -112,7 +112,7 @@ func TestRoundDocumentsReadBackAsEncodingJSONWritesThem(t *testing.T) {
 	for name, rd := range cases {
 		t.Run(name, func(t *testing.T) {
 			got := [4]json.RawMessage{}
-			got[0], got[1], got[2], got[3] = roundDocuments(rd)
+			_, got[0], got[1], got[2], got[3] = roundDocuments(nil, rd)
 			wa, wp, wc, ww := referenceDocuments(t, rd)
 			for i, want := range []any{wa, wp, wc, ww} {
 				var back any
@@ -131,7 +131,7 @@ func TestRoundDocumentsReadBackAsEncodingJSONWritesThem(t *testing.T) {
 
 func TestRoundDocumentsDoNotShareSpace(t *testing.T) {
 	ask, _ := benchRounds()
-	asked, principal, client, webhook := roundDocuments(ask)
+	_, asked, principal, client, webhook := roundDocuments(nil, ask)
 	before := string(principal)
 	// Appending to one document must not write over the next.
 	_ = append(asked, `,"x"`...)
@@ -150,7 +150,7 @@ func TestAFormQuestionWithInvalidParamsIsRecordedWithoutThem(t *testing.T) {
 		"bad":  {Method: "elicitation/create", Params: json.RawMessage(`{"message": "unterminated`)},
 		"good": {Method: "elicitation/create", Params: json.RawMessage(`{"message":"fine"}`)},
 	}}
-	asked, _, _, _ := roundDocuments(rd)
+	_, asked, _, _, _ := roundDocuments(nil, rd)
 	var qs []Question
 	if err := json.Unmarshal(asked, &qs); err != nil {
 		t.Fatalf("the questions are not JSON: %s", asked)

@@ -59,7 +59,7 @@ const DefaultRetention = 7 * 24 * time.Hour
 type Recorder struct {
 	opts    Options
 	log     *slog.Logger
-	queue   chan queued
+	queue   chan *record
 	full    chan struct{} // fullAt rounds are queued
 	fullAt  int           // a batch's worth, or half the queue if less
 	dropped atomic.Int64
@@ -92,7 +92,7 @@ func NewRecorder(ctx context.Context, opts Options) *Recorder {
 	r := &Recorder{
 		opts:   opts,
 		log:    opts.Logger,
-		queue:  make(chan queued, opts.QueueSize),
+		queue:  make(chan *record, opts.QueueSize),
 		full:   make(chan struct{}, 1),
 		fullAt: max(min(opts.BatchSize, opts.QueueSize/2), 1),
 		done:   make(chan struct{}),
@@ -102,39 +102,53 @@ func NewRecorder(ctx context.Context, opts Options) *Recorder {
 	return r
 }
 
-// queued is a round waiting to be written, converted when its batch is
-// written: a finished round (nothing writes to it any more), or a copy
-// of a round as it starts calling the webhook (the round itself goes
-// on). It is small because the queue and the batch being gathered live
-// as long as the recorder and the garbage collector reads all of them
-// every cycle: with a converted round in each slot that was megabytes a
-// cycle.
-type queued struct {
-	rd      *tenants.Round
-	running bool
+// record is a round encoded for the record (store.EncodeRound) as the
+// serving path hands it over: bytes with no pointer into the request, so
+// the round and its exchange go as soon as the request is done, and the
+// garbage collector does not read what waits in the queue. Records are
+// reused once written, with the space their round's documents were
+// written in on the way (docs).
+type record struct{ b, docs []byte }
+
+var records = sync.Pool{New: func() any { return new(record) }}
+
+// maxKeptRecord is the largest record put back for reuse: a round with a
+// huge question should not pin its space in the pool.
+const maxKeptRecord = 16 << 10
+
+func release(rec *record) {
+	if cap(rec.b) <= maxKeptRecord && cap(rec.docs) <= maxKeptRecord {
+		rec.b = rec.b[:0]
+		records.Put(rec)
+	}
 }
 
-// Round implements tenants.RoundSink. It only queues the round: the
-// serving goroutine does no more than a channel send.
+// Round implements tenants.RoundSink: the round is encoded and queued,
+// on the serving goroutine, which never waits for the queue.
 func (r *Recorder) Round(_ context.Context, rd *tenants.Round) {
-	if recorded(rd, false) {
-		r.enqueue(queued{rd: rd})
-	}
+	r.enqueue(rd, false)
 }
 
-// Running implements tenants.RunningSink. A running mark is converted
-// only if its round has not finished by the time its batch is written:
-// under load most have, and the finished round says all it would.
+// Running implements tenants.RunningSink: a mark that the flow is
+// calling its webhook.
 func (r *Recorder) Running(_ context.Context, rd *tenants.Round) {
-	if recorded(rd, true) {
-		start := *rd
-		r.enqueue(queued{rd: &start, running: true})
-	}
+	r.enqueue(rd, true)
 }
 
-func (r *Recorder) enqueue(q queued) {
+func (r *Recorder) enqueue(rd *tenants.Round, running bool) {
+	if len(r.queue) == cap(r.queue) {
+		r.drop(1) // not worth encoding
+		return
+	}
+	rec := records.Get().(*record)
+	w, ok := write(rd, r.opts.Replica, running, &rec.docs)
+	if !ok {
+		records.Put(rec)
+		return
+	}
+	rec.b = store.EncodeRound(rec.b, &w)
 	select {
-	case r.queue <- q:
+	case r.queue <- rec:
 		if len(r.queue) >= r.fullAt {
 			select {
 			case r.full <- struct{}{}:
@@ -142,6 +156,7 @@ func (r *Recorder) enqueue(q queued) {
 			}
 		}
 	default:
+		release(rec)
 		r.drop(1)
 	}
 }
@@ -174,29 +189,23 @@ func (r *Recorder) run(ctx context.Context) {
 	defer prune.Stop()
 	report := time.NewTicker(time.Minute)
 	defer report.Stop()
-	batch := make([]queued, 0, r.opts.BatchSize)
-	var writes []store.RoundWrite
+	batch := make([]*record, 0, r.opts.BatchSize)
+	recs := make([][]byte, 0, r.opts.BatchSize)
 	flush := func(ctx context.Context) {
 		if len(batch) == 0 {
 			return
 		}
-		// Converted now, into space kept from batch to batch and cleared
-		// after each (so it holds nothing for the collector to follow).
-		defer func() { clear(writes); writes = writes[:0] }()
-		finished := finishedRounds(batch)
-		for _, q := range batch {
-			if q.running && finished[q.rd.FlowID] >= q.rd.Number {
-				continue
-			}
-			if w, ok := write(q.rd, r.opts.Replica, q.running); ok {
-				writes = append(writes, w)
-			}
+		for _, rec := range batch {
+			recs = append(recs, rec.b)
+		}
+		r.writeBatch(ctx, recs)
+		for _, rec := range batch {
+			release(rec)
 		}
 		clear(batch)
 		batch = batch[:0]
-		if len(writes) > 0 {
-			r.writeBatch(ctx, writes)
-		}
+		clear(recs)
+		recs = recs[:0]
 	}
 	// drain writes what was queued when it began, in batches.
 	drain := func(ctx context.Context) {
@@ -247,29 +256,6 @@ func (r *Recorder) run(ctx context.Context) {
 	}
 }
 
-// finishedRounds is the newest finished round of each flow in batch,
-// for the flows that also have a running mark in it.
-func finishedRounds(batch []queued) map[string]int {
-	var out map[string]int
-	for _, q := range batch {
-		if q.running {
-			if out == nil {
-				out = make(map[string]int)
-			}
-			out[q.rd.FlowID] = 0
-		}
-	}
-	if out == nil {
-		return nil
-	}
-	for _, q := range batch {
-		if n, ok := out[q.rd.FlowID]; ok && !q.running && q.rd.Number > n {
-			out[q.rd.FlowID] = q.rd.Number
-		}
-	}
-	return out
-}
-
 // Retries of a failed batch write: the first wait, the longest, and how
 // many times a write that failed while the database answered is tried
 // again (a pooled connection the database closed fails once, then the
@@ -285,11 +271,11 @@ const (
 // write left nothing behind; only a commit whose answer was lost (the
 // connection cut just then) can be written twice, and its rounds then
 // appear twice in the flow's record.
-func (r *Recorder) writeBatch(ctx context.Context, batch []store.RoundWrite) {
+func (r *Recorder) writeBatch(ctx context.Context, batch [][]byte) {
 	deadline := time.Now().Add(r.opts.RetryFor)
 	wait, reachable := retryFirst, 0
 	for attempt := 0; ; attempt++ {
-		_, err := r.opts.Store.WriteRounds(ctx, batch)
+		_, err := r.opts.Store.WriteEncodedRounds(ctx, batch)
 		if err == nil {
 			if attempt > 0 {
 				r.log.Info("flow record write succeeded after retries", "rounds", len(batch), "attempts", attempt+1)

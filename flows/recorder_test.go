@@ -15,7 +15,7 @@ func TestAFullQueueDropsAndCountsWithoutEverBlocking(t *testing.T) {
 	var dropped atomic.Int64
 	// No writer drains this queue: every round beyond its two slots must
 	// be dropped at once, never waited for.
-	r := &Recorder{opts: Options{Replica: "r1", Dropped: func(n int64) { dropped.Add(n) }}, queue: make(chan queued, 2)}
+	r := &Recorder{opts: Options{Replica: "r1", Dropped: func(n int64) { dropped.Add(n) }}, queue: make(chan *record, 2)}
 	rd := &tenants.Round{FlowID: "fl_AAAAAAAAAAAAAAAA", TenantID: "t1", Tenant: "acme", Number: 1,
 		ResultType: mcp.ResultTypeInputRequired, Arrived: time.Now(), Ended: time.Now()}
 	done := make(chan struct{})
@@ -57,7 +57,7 @@ func TestOnlyRoundsOfFlowsAreRecorded(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rd := base
 			tc.edit(&rd)
-			w, ok := write(&rd, "r1", false)
+			w, ok := write(&rd, "r1", false, new([]byte))
 			if ok != tc.want || (ok && w.Flow.State != tc.state) {
 				t.Fatalf("recorded %v in state %q; want %v, %q", ok, w.Flow.State, tc.want, tc.state)
 			}

@@ -1,16 +1,28 @@
 package store
 
-// SetMaxRoundsDocument lowers the size at which a batch's rounds are
-// split into several statements, so a test need not write 32 MB.
-func SetMaxRoundsDocument(n int) (restore func()) {
-	old := maxRoundsDocument
-	maxRoundsDocument = n
-	return func() { maxRoundsDocument = old }
+// SetMaxBatchDocument lowers the size at which a batch's rounds are
+// split into several statements on SQLite, so a test need not write
+// 32 MB.
+func SetMaxBatchDocument(n int) (restore func()) {
+	old := maxBatchDocument
+	maxBatchDocument = n
+	return func() { maxBatchDocument = old }
 }
 
-// RoundStatements is how many flow_rounds statements a batch is written
-// in on SQLite.
-func RoundStatements(writes []RoundWrite) int {
-	rows, _ := roundsRows(nil, mergeWrites(writes))
-	return len(roundStatements(rows, maxRoundsDocument))
+// BatchStatements is how many statements fill a batch's table on
+// SQLite.
+func BatchStatements(writes []RoundWrite) (int, error) {
+	recs := make([][]byte, len(writes))
+	for i := range writes {
+		recs[i] = EncodeRound(nil, &writes[i])
+	}
+	stmts := 0
+	for start := 0; start < len(recs); stmts++ {
+		_, n, err := sqliteRows(nil, recs[start:], start, maxBatchDocument)
+		if err != nil {
+			return 0, err
+		}
+		start += n
+	}
+	return stmts, nil
 }

@@ -6,15 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
-
-	"github.com/opsmcp/platform/internal/jsontext"
 )
 
 // Flow states, as the record derives them from a flow's rounds.
@@ -138,113 +132,6 @@ type RoundWrite struct {
 // a reader that has seen seq n has seen every change before it.
 const flowSeqLock = 0x6f70736d63700001
 
-// WriteRounds records a batch of rounds in one transaction and returns
-// the changes it numbered, one per flow. The rounds of one flow in a
-// batch are merged into one change of its row (a fast client's rounds
-// often share a batch), and every row is written by one statement: the
-// cost of recording grows with the flows a batch touches, not with its
-// statements. A flow's row is created by its first round and advanced by
-// later ones; a round older than the row's latest (written late by
-// another replica) adds its round and its times but does not move the
-// state back, and a cancelled flow stays cancelled.
-func (s *Store) WriteRounds(ctx context.Context, writes []RoundWrite) (int, error) {
-	if len(writes) == 0 {
-		return 0, nil
-	}
-	merged := mergeWrites(writes)
-	bb := s.takeBuffer()
-	defer s.giveBuffer(bb)
-	var err error
-	if s.dialect == Postgres {
-		err = s.writeRoundsPostgres(ctx, merged, bb)
-	} else {
-		err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			next, err := s.lockSeq(tx)
-			if err != nil {
-				return err
-			}
-			number(merged, next)
-			// Text, not bytes: SQLite's JSON functions read a blob as
-			// its own binary JSON.
-			bb.flows = flowRows(bb.flows[:0], merged)
-			if err := tx.Exec(flowStatements[s.dialect].flows, string(bb.flows)).Error; err != nil {
-				return fmt.Errorf("write flows: %w", err)
-			}
-			var rows []roundsRow
-			rows, bb.rounds = roundsRows(bb.rounds[:0], merged)
-			for _, rows := range roundStatements(rows, maxRoundsDocument) {
-				bb.flows = roundsDocument(bb.flows[:0], rows)
-				if err := tx.Exec(flowStatements[s.dialect].rounds, string(bb.flows)).Error; err != nil {
-					return fmt.Errorf("write flow rounds: %w", err)
-				}
-			}
-			return nil
-		})
-	}
-	if err != nil {
-		return 0, err
-	}
-	return len(merged), nil
-}
-
-// mergedFlow is a batch's writes of one flow.
-type mergedFlow struct {
-	flow   Flow
-	rounds []*FlowRound // in the caller's writes, which are not changed
-	top    int          // the highest round number seen
-}
-
-// mergeWrites folds a batch into one change per flow, in first-seen
-// order: the state fields of the newest round, times summed, the
-// earliest start, the latest change. The flows are allocated together,
-// and their rounds are not copied.
-func mergeWrites(writes []RoundWrite) []*mergedFlow {
-	index := make(map[string]*mergedFlow, len(writes))
-	all := make([]mergedFlow, 0, len(writes)) // never grown: out points into it
-	var out []*mergedFlow
-	for i := range writes {
-		w := &writes[i]
-		m := index[w.Flow.ID]
-		if m == nil {
-			all = append(all, mergedFlow{flow: w.Flow, top: w.Round.N})
-			m = &all[len(all)-1]
-			index[w.Flow.ID] = m
-			out = append(out, m)
-		} else {
-			f := &m.flow
-			if w.Round.N >= m.top {
-				m.top = w.Round.N
-				f.State, f.PendingKinds, f.Replica, f.Detail = w.Flow.State, w.Flow.PendingKinds, w.Flow.Replica, w.Flow.Detail
-				f.WaitingSince, f.StateExpiresAt = w.Flow.WaitingSince, w.Flow.StateExpiresAt
-				if w.Flow.KeyID != "" {
-					f.KeyID = w.Flow.KeyID
-				}
-				if w.Flow.TraceID != "" {
-					f.TraceID = w.Flow.TraceID
-				}
-			}
-			if w.Flow.ClientName != "" {
-				f.ClientName, f.ClientVersion = w.Flow.ClientName, w.Flow.ClientVersion
-			}
-			if w.Flow.StartedAt.Before(f.StartedAt) {
-				f.StartedAt = w.Flow.StartedAt
-			}
-			if w.Flow.UpdatedAt.After(f.UpdatedAt) {
-				f.UpdatedAt = w.Flow.UpdatedAt
-			}
-		}
-		if !w.Running {
-			m.flow.ServerUS += w.Round.ServerUS
-			m.flow.ClientWaitUS += w.Round.ClientWaitUS
-			m.rounds = append(m.rounds, &w.Round)
-		}
-	}
-	for _, m := range out {
-		m.flow.Rounds = m.top
-	}
-	return out
-}
-
 // lastSeqQuery reads the newest change's seq (0 for none).
 const lastSeqQuery = "SELECT COALESCE(MAX(seq), 0) FROM flows"
 
@@ -290,97 +177,13 @@ const flowUpsert = ` ON CONFLICT (id) DO UPDATE SET
 
 const newer = `excluded.rounds >= flows.rounds AND flows.state <> 'cancelled'`
 
-// A batch reaches the database as two statements (more only for
-// megabytes of rounds) whose parameters carry every row of the batch.
-// The flows rows go as one JSON array of arrays that the statement takes
-// apart (json_each on SQLite, jsonb_array_elements on PostgreSQL); the
-// flow_rounds rows the same way on SQLite, and by COPY on PostgreSQL
-// (writeRoundsPostgres).
-// Binding 25 parameters a row costs more than the rows: SQLite's driver
-// looks each parameter up in the whole argument list (quadratic in their
-// number) and compiles every statement on each execution, so neither many
-// rows of parameters nor a prepared statement per row is cheap there, and
-// pgx encodes each parameter on its own. One text parameter is a copy.
-// The values are strings, integers and nulls, times in SQLite's driver's
-// own format (PostgreSQL reads it too), so rows read back exactly as if
-// bound; a flow's rounds travel as a string, so nothing a tenant put in a
-// question (however deeply nested) is parsed on the way.
-//
-// flowSQL.rounds is SQLite's only.
-
-// flowSQL is a dialect's two batch statements.
-type flowSQL struct{ flows, rounds string }
-
-var flowStatements = map[Dialect]flowSQL{SQLite: newFlowSQL(SQLite), Postgres: newFlowSQL(Postgres)}
-
-// newFlowSQL builds d's statements. PostgreSQL is told each non-text
-// column's type; SQLite needs "WHERE true" to tell an upsert's ON
-// CONFLICT from a join's ON after a SELECT.
-func newFlowSQL(d Dialect) flowSQL {
-	col := func(row string, i int, typ string) string {
-		if d == SQLite {
-			return fmt.Sprintf("%s->>'$[%d]'", row, i)
-		}
-		if typ == "" {
-			return fmt.Sprintf("%s->>%d", row, i)
-		}
-		return fmt.Sprintf("(%s->>%d)::%s", row, i, typ)
-	}
-	from := " FROM json_each(?) WHERE true"
-	row := "value"
-	if d == Postgres {
-		// pgx's own placeholder: writeRoundsPostgres runs it past gorm.
-		from, row = " FROM jsonb_array_elements(CAST($1 AS jsonb)) AS r", "r"
-	}
-	var f strings.Builder
-	f.WriteString("INSERT INTO flows (" + flowColumns + ") SELECT ")
-	for i, typ := range flowColumnTypes {
-		if i > 0 {
-			f.WriteByte(',')
-		}
-		f.WriteString(col(row, i, typ))
-	}
-	f.WriteString(from + flowUpsert)
-	stmts := flowSQL{flows: f.String()}
-	if d == SQLite {
-		// PostgreSQL takes the rounds by COPY (writeRoundsPostgres).
-		stmts.rounds = "INSERT INTO flow_rounds (flow_id, seq, tenant_id, rounds) SELECT " +
-			col(row, 0, "") + "," + col(row, 1, "") + "," + col(row, 2, "") + "," + col(row, 3, "") + from
-	}
-	return stmts
-}
-
-// flowColumnTypes are flowColumns' PostgreSQL types where not text, in
-// their order; the flow's values are appended in the same order.
-var flowColumnTypes = func() []string {
-	types := map[string]string{"rounds": "integer", "started_at": "timestamp", "updated_at": "timestamp",
-		"waiting_since": "timestamp", "state_expires_at": "timestamp", "server_us": "bigint", "client_wait_us": "bigint", "seq": "bigint"}
-	var out []string
-	for c := range strings.SplitSeq(flowColumns, ",") {
-		out = append(out, types[strings.TrimSpace(c)])
-	}
-	return out
-}()
-
-// flowRows appends the batch's flow rows to b as one JSON document.
-func flowRows(b []byte, ms []*mergedFlow) []byte {
-	b = append(b, '[')
-	for i, m := range ms {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = m.flow.appendJSONRow(b)
-	}
-	return append(b, ']')
-}
-
-// batchBuffer is one batch's encoding space: its flow rows, and every
-// flow's rounds one after another. A store keeps one from batch to batch
-// (takeBuffer, giveBuffer): a batch's documents are a megabyte or so, and
-// allocated afresh each time the runtime spent more zeroing, collecting
-// and returning their pages to the system than the encoding took. (A
-// sync.Pool loses it at every collection.)
-type batchBuffer struct{ flows, rounds []byte }
+// batchBuffer is one batch's encoding space (its COPY stream, or its
+// JSON rows). A store keeps one from batch to batch (takeBuffer,
+// giveBuffer): a batch is a megabyte or so, and allocated afresh each
+// time the runtime spent more zeroing, collecting and returning its pages
+// to the system than the encoding took. (A sync.Pool loses it at every
+// collection.)
+type batchBuffer struct{ buf []byte }
 
 // takeBuffer takes the store's batch buffer, or a new one while another
 // write holds it.
@@ -396,178 +199,14 @@ func (s *Store) takeBuffer() *batchBuffer {
 // giveBuffer gives bb back to s, unless a batch of huge questions grew it
 // past what is worth keeping.
 func (s *Store) giveBuffer(bb *batchBuffer) {
-	if cap(bb.flows)+cap(bb.rounds) > 16<<20 {
+	if cap(bb.buf) > 16<<20 {
 		return
 	}
-	bb.flows, bb.rounds = bb.flows[:0], bb.rounds[:0]
+	bb.buf = bb.buf[:0]
 	select {
 	case s.buffers <- bb:
 	default:
 	}
-}
-
-// maxRoundsDocument bounds one SQLite flow_rounds statement's rounds. A
-// round records the questions a tenant's webhook asked, which may be
-// megabytes: a batch of large rounds is written in several statements,
-// so none needs its whole batch in one document. (PostgreSQL's COPY
-// streams them.)
-var maxRoundsDocument = 32 << 20
-
-// roundsRow is one flow_rounds row: a flow's rounds in this batch as a
-// JSON array.
-type roundsRow struct {
-	flow   *Flow
-	rounds []byte
-}
-
-// roundsRows encodes the batch's flow_rounds rows into buf, one after
-// another; none when no flow has a round to add (a batch of running
-// marks only).
-func roundsRows(buf []byte, ms []*mergedFlow) ([]roundsRow, []byte) {
-	var rows []roundsRow
-	for _, m := range ms {
-		if len(m.rounds) == 0 {
-			continue
-		}
-		rows = append(rows, roundsRow{flow: &m.flow})
-		start := len(buf)
-		buf = appendRounds(buf, m.rounds)
-		rows[len(rows)-1].rounds = buf[start:len(buf):len(buf)]
-	}
-	return rows, buf
-}
-
-// roundStatements groups rows into statements of at most about max
-// bytes of rounds each (a flow's rounds are never split).
-func roundStatements(rows []roundsRow, max int) [][]roundsRow {
-	var out [][]roundsRow
-	start, size := 0, 0
-	for i, r := range rows {
-		if i > start && size >= max {
-			out, start, size = append(out, rows[start:i]), i, 0
-		}
-		size += len(r.rounds)
-	}
-	if start < len(rows) {
-		out = append(out, rows[start:])
-	}
-	return out
-}
-
-// writeRoundsPostgres is WriteRounds on PostgreSQL, in pgx itself: its
-// rounds go by COPY, which streams every flow's rounds as they are
-// (length first, no escaping, no JSON parser meeting a tenant's
-// question) through one reused 64 KB buffer. A parameter of the same
-// megabyte would be grown by doubling from a few hundred bytes, copied
-// again into the message, and dropped, every batch.
-func (s *Store) writeRoundsPostgres(ctx context.Context, merged []*mergedFlow, bb *batchBuffer) error {
-	sqlDB, err := s.db.DB()
-	if err != nil {
-		return err
-	}
-	conn, err := sqlDB.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	return conn.Raw(func(dc any) error {
-		pc, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return fmt.Errorf("write flows: a %T is not a pgx connection", dc)
-		}
-		return pgx.BeginFunc(ctx, pc.Conn(), func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(flowSeqLock)); err != nil {
-				return fmt.Errorf("lock flow changes: %w", err)
-			}
-			var last int64
-			if err := tx.QueryRow(ctx, lastSeqQuery).Scan(&last); err != nil {
-				return fmt.Errorf("read last flow change: %w", err)
-			}
-			number(merged, last+1)
-			bb.flows = flowRows(bb.flows[:0], merged)
-			// As json, not bare bytes: in pgx's simple-protocol and exec
-			// modes (a URL may ask for them, as behind PgBouncer) bytes
-			// would go as bytea.
-			if _, err := tx.Exec(ctx, flowStatements[Postgres].flows, json.RawMessage(bb.flows)); err != nil {
-				return fmt.Errorf("write flows: %w", err)
-			}
-			var rows []roundsRow
-			rows, bb.rounds = roundsRows(bb.rounds[:0], merged)
-			if len(rows) == 0 {
-				return nil
-			}
-			_, err := tx.CopyFrom(ctx, pgx.Identifier{"flow_rounds"}, []string{"flow_id", "seq", "tenant_id", "rounds"},
-				pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
-					r := rows[i]
-					// The ids as the flows statement's JSON stored them.
-					return []any{jsontext.Text(r.flow.ID), r.flow.Seq, jsontext.Text(r.flow.TenantID), r.rounds}, nil
-				}))
-			if err != nil {
-				return fmt.Errorf("write flow rounds: %w", err)
-			}
-			return nil
-		})
-	})
-}
-
-// number gives the batch's changes their seqs, from next on.
-func number(merged []*mergedFlow, next int64) {
-	for _, m := range merged {
-		m.flow.Seq = next
-		next++
-	}
-}
-
-// roundsDocument appends rows to b as the JSON document SQLite's
-// statement takes apart: each row an array of flow id, seq, tenant id
-// and its rounds encoded as a string, so SQLite's JSON reader never
-// parses a tenant's question (however deeply nested).
-func roundsDocument(b []byte, rows []roundsRow) []byte {
-	b = append(b, '[')
-	for i, r := range rows {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = jsontext.AppendString(append(b, '['), r.flow.ID)
-		b = strconv.AppendInt(append(b, ','), r.flow.Seq, 10)
-		b = jsontext.AppendString(append(b, ','), r.flow.TenantID)
-		b = jsontext.AppendString(append(b, ','), r.rounds)
-		b = append(b, ']')
-	}
-	return append(b, ']')
-}
-
-// appendJSONRow appends the flow's values for flowColumns as a JSON
-// array, in their order.
-func (f *Flow) appendJSONRow(b []byte) []byte {
-	b = append(b, '[')
-	for i, v := range [...]string{f.ID, f.TenantID, f.TenantSlug, f.Method, f.Target, f.PrincipalIssuer,
-		f.PrincipalSubject, f.PrincipalClient, f.ClientName, f.ClientVersion, f.Era, f.State} {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = jsontext.AppendString(b, v)
-	}
-	b = strconv.AppendInt(append(b, ','), int64(f.Rounds), 10)
-	for _, v := range [...]string{f.PendingKinds, f.KeyID, f.Replica, f.TraceID, f.Detail} {
-		b = jsontext.AppendString(append(b, ','), v)
-	}
-	for _, t := range [...]*time.Time{&f.StartedAt, &f.UpdatedAt, f.WaitingSince, f.StateExpiresAt} {
-		b = append(b, ',')
-		if t == nil {
-			b = append(b, "null"...)
-			continue
-		}
-		// Microseconds, PostgreSQL's precision, cut rather than rounded
-		// (its text input rounds), so both dialects keep the same instant.
-		b = append(b, '"')
-		b = appendSQLiteTime(b, *t)
-		b = append(b, '"')
-	}
-	b = strconv.AppendInt(append(b, ','), f.ServerUS, 10)
-	b = strconv.AppendInt(append(b, ','), f.ClientWaitUS, 10)
-	b = strconv.AppendInt(append(b, ','), f.Seq, 10)
-	return append(b, ']')
 }
 
 // FlowFilter selects flows. Zero fields select everything.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsmcp/platform/internal/jsontext"
 	"github.com/opsmcp/platform/internal/platformtest"
 	"github.com/opsmcp/platform/store"
 )
@@ -151,6 +152,71 @@ func TestABatchMergesRoundsOfOneFlowIntoOneChange(t *testing.T) {
 	}
 }
 
+// TestAFlowsValuesComeFromItsNewestRounds writes one batch holding
+// several rounds of two flows, one of them out of order, and checks each
+// value of the flows' rows against the rule the database folds by: state
+// and waiting from the newest round, the key and the trace from the
+// newest round that has one, the client from the last round naming one,
+// the first round's identity, times summed and bounded, and changes
+// numbered by each flow's first round in the batch.
+func TestAFlowsValuesComeFromItsNewestRounds(t *testing.T) {
+	ctx := context.Background()
+	for _, d := range platformtest.Dialects() {
+		t.Run(d.Name, func(t *testing.T) {
+			st := acmeStore(t, d.New(t), false)
+			// Before PostgreSQL's zero time (2000), to the microsecond.
+			t0 := time.Date(1999, 12, 31, 23, 59, 59, 999999000, time.UTC)
+			ask := round("fl_k", 1, store.FlowAwaitingInput, t0)
+			ask.Flow.KeyID, ask.Flow.TraceID, ask.Flow.ClientName, ask.Flow.ClientVersion = "k1", "trace-1", "cli", "1.0"
+			running := round("fl_k", 2, store.FlowRunning, time.Time{})
+			running.Running, running.Flow.KeyID, running.Flow.StartedAt = true, "", t0
+			done := round("fl_k", 2, store.FlowCompleted, t0.Add(time.Second))
+			done.Flow.KeyID, done.Flow.TraceID, done.Flow.Replica = "", "trace-2", "replica-b"
+			late3 := round("fl_o", 3, store.FlowFailed, t0.Add(3*time.Second))
+			late3.Flow.Detail = "tool_error"
+			late2 := round("fl_o", 2, store.FlowAwaitingInput, t0.Add(2*time.Second))
+			late2.Flow.ClientName, late2.Flow.ClientVersion = "other", "2.0"
+			last, err := st.LastFlowChange(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n, err := st.WriteRounds(ctx, []store.RoundWrite{ask, late3, running, late2, done}); err != nil || n != 2 {
+				t.Fatalf("write: %d changes, %v; want one per flow", n, err)
+			}
+			k, kr, err := st.GetFlow(ctx, "fl_k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []struct {
+				what      string
+				got, want any
+			}{
+				{"state", k.State, store.FlowCompleted}, {"rounds", k.Rounds, 2}, {"round rows", len(kr), 2},
+				{"key (the newest round that has one)", k.KeyID, "k1"}, {"trace", k.TraceID, "trace-2"},
+				{"client", k.ClientName + "/" + k.ClientVersion, "cli/1.0"}, {"replica", k.Replica, "replica-b"},
+				{"waiting", k.WaitingSince == nil && k.StateExpiresAt == nil, true}, {"pending", k.PendingKinds, ""},
+				{"server time, the running mark's left out", k.ServerUS, int64(3000)},
+				{"started (the earliest)", stamp(k.StartedAt), stamp(t0.Add(time.Second - 2*time.Minute))},
+				{"updated (the latest)", stamp(k.UpdatedAt), stamp(t0.Add(time.Second))},
+				{"first round's arrival, read back", stamp(kr[0].ArrivedAt), stamp(t0)},
+				{"change", k.Seq, last + 1},
+			} {
+				if c.got != c.want {
+					t.Errorf("fl_k %s: %v, want %v", c.what, c.got, c.want)
+				}
+			}
+			o, _, err := st.GetFlow(ctx, "fl_o")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.State != store.FlowFailed || o.Detail != "tool_error" || o.Rounds != 3 || o.KeyID != "k3" || o.ClientName != "other" ||
+				o.Seq != last+2 || !o.StartedAt.Equal(t0.Add(3*time.Second-3*time.Minute)) {
+				t.Errorf("fl_o, its rounds out of order: %+v", *o)
+			}
+		})
+	}
+}
+
 func TestExpiryAndRetention(t *testing.T) {
 	ctx := context.Background()
 	for _, d := range platformtest.Dialects() {
@@ -203,13 +269,14 @@ func TestExpiryAndRetention(t *testing.T) {
 // carries something awkward (quotes, backslashes, SQL, JSON and control
 // characters, non-ASCII, nil and non-nil times with sub-second parts,
 // large integers) and reads them back field for field, on both dialects:
-// the rows travel as one JSON document the database takes apart, and no
-// value may change on the way but a NUL, which neither database keeps.
+// the rows travel by binary COPY (PostgreSQL) or as a JSON document the
+// database takes apart (SQLite), and no value may change on the way but
+// a NUL or invalid UTF-8, which the databases do not keep.
 func TestAFlowRowReadsBackExactlyAsWritten(t *testing.T) {
 	ctx := context.Background()
 	awkward := []string{
 		`plain`, `it's "quoted"`, `back\slash\`, `'); DROP TABLE flows; --`, `{"json":[1,2]}`,
-		"tab\tnew\nline\x01", "nul\x00byte", "ünïcødé ✓ 日本", `$[0]`, ``,
+		"tab\tnew\nline\x01", "nul\x00byte", "ünïcødé ✓ 日本", `$[0]`, ``, "bad\xffutf-8\xc3\x28\xe2\x82",
 	}
 	// A question as deeply nested as a tenant may make it: the rounds
 	// travel as text, so no database JSON parser meets its depth.
@@ -223,9 +290,11 @@ func TestAFlowRowReadsBackExactlyAsWritten(t *testing.T) {
 			var want []store.Flow
 			var writes []store.RoundWrite
 			for i, s := range awkward {
-				// A NUL is recorded as U+FFFD: neither database keeps one in
-				// text (PostgreSQL refuses it, SQLite's C strings end there).
-				recorded := strings.ReplaceAll(s, "\x00", "\uFFFD")
+				// A NUL, and each byte that is not UTF-8, is recorded as
+				// U+FFFD: neither database keeps a NUL in text (PostgreSQL
+				// refuses it, SQLite's C strings end there), nor PostgreSQL
+				// invalid UTF-8.
+				recorded := jsontext.Text(s)
 				at := t0.Add(time.Duration(i) * time.Second)
 				exp := at.Add(10*time.Minute + 7*time.Microsecond)
 				flow := func(s string) store.Flow {
@@ -272,6 +341,9 @@ func TestAFlowRowReadsBackExactlyAsWritten(t *testing.T) {
 	}
 }
 
+// stamp is t in UTC to the nanosecond, for comparing instants.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
 // flowsEqual compares flows, times by instant.
 func flowsEqual(a, b store.Flow) bool {
 	sameTime := func(x, y *time.Time) bool {
@@ -288,11 +360,11 @@ func flowsEqual(a, b store.Flow) bool {
 // whose rounds (questions of a few hundred kilobytes each, full of what
 // JSON escapes) add up to several times the size one statement may carry,
 // and reads every flow's rounds back whole: a batch too large for one
-// jsonb value is split, never refused (which would drop every tenant's
-// rounds in it).
+// SQLite statement is split, never refused (which would drop every
+// tenant's rounds in it); PostgreSQL's COPY streams it.
 func TestABatchOfLargeRoundsIsWrittenInSeveralStatements(t *testing.T) {
 	ctx := context.Background()
-	defer store.SetMaxRoundsDocument(256 << 10)()
+	defer store.SetMaxBatchDocument(256 << 10)()
 	big := json.RawMessage(`{"message":"` + strings.Repeat(`\"quoted\" \\ `, 8_000) + `"}`)
 	for _, d := range platformtest.Dialects() {
 		t.Run(d.Name, func(t *testing.T) {
@@ -303,8 +375,8 @@ func TestABatchOfLargeRoundsIsWrittenInSeveralStatements(t *testing.T) {
 				w.Round.Asked = big
 				writes = append(writes, w)
 			}
-			if n := store.RoundStatements(writes); n < 3 {
-				t.Fatalf("the batch went as %d statements, want it split", n)
+			if n, err := store.BatchStatements(writes); err != nil || n < 3 {
+				t.Fatalf("the batch went as %d statements (%v), want it split", n, err)
 			}
 			if _, err := st.WriteRounds(ctx, writes); err != nil {
 				t.Fatal(err)

@@ -75,6 +75,6 @@ func (r *FlowRound) appendJSON(b []byte) []byte {
 
 func appendTime(b []byte, t time.Time) []byte {
 	b = append(b, '"')
-	b = t.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = appendRFC3339(b, t)
 	return append(b, '"')
 }

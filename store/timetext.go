@@ -13,26 +13,46 @@ const sqliteTime = "2006-01-02 15:04:05.999999999-07:00"
 // tenth of the recorder's own work.
 func appendSQLiteTime(b []byte, t time.Time) []byte {
 	t = t.UTC()
-	year, month, day := t.Date()
-	if year < 0 || year > 9999 {
+	if y := t.Year(); y < 0 || y > 9999 {
 		return t.Truncate(time.Microsecond).AppendFormat(b, sqliteTime)
 	}
+	b = appendClock(b, t, ' ', t.Nanosecond()/1000, 6)
+	return append(b, "+00:00"...)
+}
+
+// appendRFC3339 appends t in UTC as t.UTC().AppendFormat(b,
+// time.RFC3339Nano) would, for the same reason: every recorded round
+// carries two.
+func appendRFC3339(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	if y := t.Year(); y < 0 || y > 9999 {
+		return t.AppendFormat(b, time.RFC3339Nano)
+	}
+	b = appendClock(b, t, 'T', t.Nanosecond(), 9)
+	return append(b, 'Z')
+}
+
+// appendClock appends t's date and time of day, sep between them, then
+// frac (a fraction of a second in digits digits) without its trailing
+// zeros, and no fraction at all when it is zero. t is in UTC, its year in
+// four digits.
+func appendClock(b []byte, t time.Time, sep byte, frac, digits int) []byte {
+	year, month, day := t.Date()
 	hour, min, sec := t.Clock()
 	b = appendDigits(b, year, 4)
 	b = appendDigits(append(b, '-'), int(month), 2)
 	b = appendDigits(append(b, '-'), day, 2)
-	b = appendDigits(append(b, ' '), hour, 2)
+	b = appendDigits(append(b, sep), hour, 2)
 	b = appendDigits(append(b, ':'), min, 2)
 	b = appendDigits(append(b, ':'), sec, 2)
-	if us := t.Nanosecond() / 1000; us != 0 {
-		digits := 6
-		for us%10 == 0 {
-			us /= 10
+	if frac != 0 {
+		for frac%10 == 0 {
+			frac /= 10
 			digits--
 		}
-		b = appendDigits(append(b, '.'), us, digits)
+		b = appendDigits(append(b, '.'), frac, digits)
 	}
-	return append(b, "+00:00"...)
+	return b
 }
 
 // appendDigits appends v, which is not negative, in n digits at least,

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-func TestAppendSQLiteTimeWritesWhatTheGeneralFormatterWrites(t *testing.T) {
+func TestHandWrittenTimesAreWhatTheGeneralFormatterWrites(t *testing.T) {
 	times := []time.Time{
 		{}, time.Unix(0, 0), time.Date(2026, 12, 3, 15, 4, 5, 0, time.UTC),
 		time.Date(2026, 12, 3, 15, 4, 5, 123456789, time.UTC), time.Date(2026, 12, 3, 15, 4, 5, 100000, time.UTC),
@@ -23,6 +23,10 @@ func TestAppendSQLiteTimeWritesWhatTheGeneralFormatterWrites(t *testing.T) {
 		want := string(tm.UTC().Truncate(time.Microsecond).AppendFormat(nil, sqliteTime))
 		if got := string(appendSQLiteTime(nil, tm)); got != want {
 			t.Fatalf("%v: wrote %q, the formatter %q", tm, got, want)
+		}
+		want = string(tm.UTC().AppendFormat(nil, time.RFC3339Nano))
+		if got := string(appendRFC3339(nil, tm)); got != want {
+			t.Fatalf("%v: wrote %q in RFC 3339, the formatter %q", tm, got, want)
 		}
 	}
 }
