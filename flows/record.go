@@ -51,33 +51,28 @@ func recorded(rd *tenants.Round, running bool) bool {
 	return running || rd.StateIn.Outcome == tenants.StateRejected || rd.InFlow()
 }
 
-// write turns a round into what the record stores; ok is false for a
-// round that belongs to no flow. The round's documents are written into
-// *docs, space the caller reuses; the result points into it and into rd,
-// so it is encoded before either changes (and allocates nothing).
-func write(rd *tenants.Round, replica string, running bool, docs *[]byte) (store.RoundWrite, bool) {
+// write fills w with what the record stores of a round; it reports
+// false for a round that belongs to no flow. The round's documents are
+// written into *docs, space the caller reuses; w points into it and into
+// rd, so it is encoded before either changes (and nothing is allocated).
+// w is filled in place: a RoundWrite is most of a kilobyte, copied twice
+// over when built and returned by value.
+func write(w *store.RoundWrite, rd *tenants.Round, replica string, running bool, docs *[]byte) bool {
 	if !recorded(rd, running) {
-		return store.RoundWrite{}, false
+		return false
 	}
-	sc := rd.SpanContext()
-	f := store.Flow{
-		ID:            rd.FlowID,
-		TenantID:      rd.TenantID,
-		TenantSlug:    rd.Tenant,
-		Method:        rd.Method,
-		Target:        rd.Target,
-		ClientName:    rd.Client.Name,
-		ClientVersion: rd.Client.Version,
-		Era:           rd.Era,
-		Replica:       replica,
-		StartedAt:     rd.FlowStart,
-		UpdatedAt:     rd.Ended,
-	}
+	*w = store.RoundWrite{Running: running}
+	f, r := &w.Flow, &w.Round
+	f.ID, f.TenantID, f.TenantSlug = rd.FlowID, rd.TenantID, rd.Tenant
+	f.Method, f.Target, f.Era, f.Replica = rd.Method, rd.Target, rd.Era, replica
+	f.ClientName, f.ClientVersion = rd.Client.Name, rd.Client.Version
+	f.StartedAt, f.UpdatedAt = rd.FlowStart, rd.Ended
 	if f.StartedAt.IsZero() {
 		f.StartedAt = rd.Arrived
 	}
-	if sc.IsValid() {
-		f.TraceID = sc.TraceID().String()
+	var spanID string
+	if sc := rd.SpanContext(); sc.IsValid() {
+		f.TraceID, spanID = sc.TraceID().String(), sc.SpanID().String()
 	}
 	if p := rd.Principal; p != nil {
 		f.PrincipalIssuer, f.PrincipalSubject, f.PrincipalClient = p.Issuer, p.Subject, p.Client
@@ -94,27 +89,17 @@ func write(rd *tenants.Round, replica string, running bool, docs *[]byte) (store
 		}
 		f.PendingKinds = pendingKinds(rd.Asked)
 	}
-	w := store.RoundWrite{Flow: f, Running: running, Round: store.FlowRound{N: rd.Number}}
+	r.N = rd.Number
 	if running {
-		return w, true
+		return true
 	}
-	r := store.FlowRound{
-		N:          rd.Number,
-		ArrivedAt:  rd.Arrived,
-		EndedAt:    rd.Ended,
-		ServerUS:   rd.Ended.Sub(rd.Arrived).Microseconds(),
-		ResultType: rd.ResultType,
-		ErrorClass: f.Detail,
-		StateIn:    rd.StateIn.Outcome,
-		KeyIn:      rd.StateIn.KeyID,
-		KeyOut:     rd.StateOut.KeyID,
-		Replica:    replica,
-	}
+	r.ArrivedAt, r.EndedAt = rd.Arrived, rd.Ended
+	r.ServerUS = rd.Ended.Sub(rd.Arrived).Microseconds()
+	r.ResultType, r.ErrorClass = rd.ResultType, f.Detail
+	r.StateIn, r.KeyIn, r.KeyOut = rd.StateIn.Outcome, rd.StateIn.KeyID, rd.StateOut.KeyID
+	r.Replica, r.TraceID, r.SpanID = replica, f.TraceID, spanID
 	if !rd.PreviousEnded.IsZero() {
 		r.ClientWaitUS = max(rd.Arrived.Sub(rd.PreviousEnded), 0).Microseconds()
-	}
-	if sc.IsValid() {
-		r.TraceID, r.SpanID = sc.TraceID().String(), sc.SpanID().String()
 	}
 	if !rd.StateOut.Expires.IsZero() {
 		r.StateExpiresAt = &rd.StateOut.Expires
@@ -123,8 +108,7 @@ func write(rd *tenants.Round, replica string, running bool, docs *[]byte) (store
 	if len(rd.Answers) > 0 {
 		r.Answers = jsonRaw(rd.Answers)
 	}
-	w.Round = r
-	return w, true
+	return true
 }
 
 // flowState is the state a round leaves its flow in, and the error or
@@ -148,15 +132,20 @@ func flowState(rd *tenants.Round, running bool) (state, detail string) {
 }
 
 // pendingKinds are the kinds of the open input requests, sorted and
-// comma-separated.
+// comma-separated. The kinds are a handful (form, url, sampling, roots,
+// other), gathered without allocating.
 func pendingKinds(asked map[string]mrtr.InputRequest) string {
-	var kinds []string
+	var seen [8]string
+	kinds := seen[:0]
 	for _, r := range asked {
 		if k := r.Kind(); !slices.Contains(kinds, k) {
 			kinds = append(kinds, k)
 		}
 	}
 	slices.Sort(kinds)
+	if len(kinds) == 1 {
+		return kinds[0]
+	}
 	return strings.Join(kinds, ",")
 }
 

@@ -44,14 +44,14 @@ func benchRounds() (ask, done *tenants.Round) {
 func BenchmarkWrite(b *testing.B) {
 	ask, done := benchRounds()
 	var docs, rec []byte
+	var w store.RoundWrite
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, h := range [...]struct {
 			rd      *tenants.Round
 			running bool
 		}{{ask, false}, {done, true}, {done, false}} {
-			w, ok := write(h.rd, "platform-0", h.running, &docs)
-			if !ok {
+			if !write(&w, h.rd, "platform-0", h.running, &docs) {
 				b.Fatal("not recorded")
 			}
 			rec = store.EncodeRound(rec[:0], &w)

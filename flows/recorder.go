@@ -60,6 +60,7 @@ type Recorder struct {
 	opts    Options
 	log     *slog.Logger
 	queue   chan *record
+	free    chan *record  // written records, for reuse (a batch's worth at most)
 	full    chan struct{} // fullAt rounds are queued
 	fullAt  int           // a batch's worth, or half the queue if less
 	dropped atomic.Int64
@@ -93,6 +94,7 @@ func NewRecorder(ctx context.Context, opts Options) *Recorder {
 		opts:   opts,
 		log:    opts.Logger,
 		queue:  make(chan *record, opts.QueueSize),
+		free:   make(chan *record, opts.BatchSize),
 		full:   make(chan struct{}, 1),
 		fullAt: max(min(opts.BatchSize, opts.QueueSize/2), 1),
 		done:   make(chan struct{}),
@@ -110,16 +112,33 @@ func NewRecorder(ctx context.Context, opts Options) *Recorder {
 // written in on the way (docs).
 type record struct{ b, docs []byte }
 
-var records = sync.Pool{New: func() any { return new(record) }}
-
-// maxKeptRecord is the largest record put back for reuse: a round with a
-// huge question should not pin its space in the pool.
+// maxKeptRecord is the largest record kept for reuse: a round with a
+// huge question should not pin its space.
 const maxKeptRecord = 16 << 10
 
-func release(rec *record) {
-	if cap(rec.b) <= maxKeptRecord && cap(rec.docs) <= maxKeptRecord {
-		rec.b = rec.b[:0]
-		records.Put(rec)
+// take returns a written record to reuse, or a new one sized for a
+// usual round.
+func (r *Recorder) take() *record {
+	select {
+	case rec := <-r.free:
+		return rec
+	default:
+		return &record{b: make([]byte, 0, 1024), docs: make([]byte, 0, 512)}
+	}
+}
+
+// release keeps rec for reuse. The free list is a channel, not a
+// sync.Pool: a pool is emptied by every collection, several between two
+// batches under load, so records were allocated and grown afresh for
+// almost every round.
+func (r *Recorder) release(rec *record) {
+	if cap(rec.b) > maxKeptRecord || cap(rec.docs) > maxKeptRecord {
+		return
+	}
+	rec.b = rec.b[:0]
+	select {
+	case r.free <- rec:
+	default:
 	}
 }
 
@@ -140,10 +159,10 @@ func (r *Recorder) enqueue(rd *tenants.Round, running bool) {
 		r.drop(1) // not worth encoding
 		return
 	}
-	rec := records.Get().(*record)
-	w, ok := write(rd, r.opts.Replica, running, &rec.docs)
-	if !ok {
-		records.Put(rec)
+	rec := r.take()
+	var w store.RoundWrite
+	if !write(&w, rd, r.opts.Replica, running, &rec.docs) {
+		r.release(rec)
 		return
 	}
 	rec.b = store.EncodeRound(rec.b, &w)
@@ -156,7 +175,7 @@ func (r *Recorder) enqueue(rd *tenants.Round, running bool) {
 			}
 		}
 	default:
-		release(rec)
+		r.release(rec)
 		r.drop(1)
 	}
 }
@@ -200,7 +219,7 @@ func (r *Recorder) run(ctx context.Context) {
 		}
 		r.writeBatch(ctx, recs)
 		for _, rec := range batch {
-			release(rec)
+			r.release(rec)
 		}
 		clear(batch)
 		batch = batch[:0]

@@ -57,7 +57,8 @@ func TestOnlyRoundsOfFlowsAreRecorded(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rd := base
 			tc.edit(&rd)
-			w, ok := write(&rd, "r1", false, new([]byte))
+			var w store.RoundWrite
+			ok := write(&w, &rd, "r1", false, new([]byte))
 			if ok != tc.want || (ok && w.Flow.State != tc.state) {
 				t.Fatalf("recorded %v in state %q; want %v, %q", ok, w.Flow.State, tc.want, tc.state)
 			}

@@ -38,7 +38,13 @@ func appendRFC3339(b []byte, t time.Time) []byte {
 // four digits.
 func appendClock(b []byte, t time.Time, sep byte, frac, digits int) []byte {
 	year, month, day := t.Date()
-	hour, min, sec := t.Clock()
+	// The time of day from the seconds, without Clock's second pass over
+	// the date.
+	sod := int(t.Unix() % 86400)
+	if sod < 0 {
+		sod += 86400
+	}
+	hour, min, sec := sod/3600, sod/60%60, sod%60
 	b = appendDigits(b, year, 4)
 	b = appendDigits(append(b, '-'), int(month), 2)
 	b = appendDigits(append(b, '-'), day, 2)
