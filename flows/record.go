@@ -51,17 +51,17 @@ func recorded(rd *tenants.Round, running bool) bool {
 	return running || rd.StateIn.Outcome == tenants.StateRejected || rd.InFlow()
 }
 
-// write fills w with what the record stores of a round; it reports
-// false for a round that belongs to no flow. The round's documents are
-// written into *docs, space the caller reuses; w points into it and into
-// rd, so it is encoded before either changes (and nothing is allocated).
-// w is filled in place: a RoundWrite is most of a kilobyte, copied twice
-// over when built and returned by value.
+// write fills w, a zero RoundWrite, with what the record stores of a
+// round; it reports false for a round that belongs to no flow. The
+// round's documents are written into *docs, space the caller reuses; w
+// points into it and into rd, so it is encoded before either changes
+// (and nothing is allocated). w is filled in place: a RoundWrite is most
+// of a kilobyte, copied twice over when built and returned by value.
 func write(w *store.RoundWrite, rd *tenants.Round, replica string, running bool, docs *[]byte) bool {
 	if !recorded(rd, running) {
 		return false
 	}
-	*w = store.RoundWrite{Running: running}
+	w.Running = running
 	f, r := &w.Flow, &w.Round
 	f.ID, f.TenantID, f.TenantSlug = rd.FlowID, rd.TenantID, rd.Tenant
 	f.Method, f.Target, f.Era, f.Replica = rd.Method, rd.Target, rd.Era, replica

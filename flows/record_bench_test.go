@@ -51,6 +51,7 @@ func BenchmarkWrite(b *testing.B) {
 			rd      *tenants.Round
 			running bool
 		}{{ask, false}, {done, true}, {done, false}} {
+			w = store.RoundWrite{}
 			if !write(&w, h.rd, "platform-0", h.running, &docs) {
 				b.Fatal("not recorded")
 			}
