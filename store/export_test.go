@@ -16,13 +16,13 @@ func BatchStatements(writes []RoundWrite) (int, error) {
 	for i := range writes {
 		recs[i] = EncodeRound(nil, &writes[i])
 	}
+	var m batchMerge
+	if err := m.run(recs); err != nil {
+		return 0, err
+	}
 	stmts := 0
-	for start := 0; start < len(recs); stmts++ {
-		_, n, err := sqliteRows(nil, recs[start:], start, maxBatchDocument)
-		if err != nil {
-			return 0, err
-		}
-		start += n
+	for start := 0; start < len(m.flows); stmts++ {
+		start += m.rows(&jsonRows{}, recs, start, maxBatchDocument)
 	}
 	return stmts, nil
 }

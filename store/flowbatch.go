@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,15 +24,23 @@ import (
 // once, as it hands it over (EncodeRound): a record that holds no
 // pointer, so neither the round nor anything it refers to outlives the
 // request, and the garbage collector does not read the record. A batch
-// of records is then sent to a temporary table of the writing session,
-// flow_batch, unmerged (on PostgreSQL by binary COPY, the records sent
-// as they are), and the database folds it into flows and flow_rounds
-// with one statement each (batchSQL's flows and rounds). Merging a batch's
-// rounds per flow, and the flows' rows, are the database's work: on
-// PostgreSQL, work for the database's cores rather than the serving
-// ones.
+// of records is then merged into one row per flow by reading the
+// records' values in place (mergeBatch: no value is decoded but the
+// round number, the times and the durations), the rows are sent to a
+// temporary table of the writing session, flow_batch (on PostgreSQL by
+// binary COPY, the values copied as the records hold them), and two
+// statements upsert them into flows and add them to flow_rounds. The
+// database sorts nothing: folding the batch in SQL (window functions to
+// rank each flow's rounds) cost SQLite four times the whole write, and
+// PostgreSQL as much of its own cores.
 
-// colType is a flow_batch column's type.
+// column is a record's value or a flow_batch column.
+type column struct {
+	name string
+	typ  colType
+}
+
+// colType is a value's type.
 type colType uint8
 
 const (
@@ -39,22 +49,54 @@ const (
 	colTime
 )
 
-// batchColumns are flow_batch's columns, in the order a record holds them
-// (after ord, which the writer adds: the round's place in its batch).
-var batchColumns = []struct {
-	name string
-	typ  colType
-}{
+// batchColumns are the values of a round's record, in order: a flow's
+// columns as the round leaves it (rounds is the round's number), then
+// the round as flow_rounds keeps it. flow_batch's columns are the same
+// but the last, then fl (the flow's place in its batch, from 1) and
+// history (its rounds in the batch, a JSON array; null for none).
+var batchColumns = []column{
 	{"id", colText}, {"tenant_id", colText}, {"tenant_slug", colText}, {"method", colText}, {"target", colText},
 	{"principal_issuer", colText}, {"principal_subject", colText}, {"principal_client", colText},
 	{"client_name", colText}, {"client_version", colText}, {"era", colText}, {"state", colText},
-	{"n", colInt}, {"pending_kinds", colText}, {"key_id", colText}, {"replica", colText}, {"trace_id", colText},
+	{"rounds", colInt}, {"pending_kinds", colText}, {"key_id", colText}, {"replica", colText}, {"trace_id", colText},
 	{"detail", colText}, {"started_at", colTime}, {"updated_at", colTime}, {"waiting_since", colTime},
 	{"state_expires_at", colTime}, {"server_us", colInt}, {"client_wait_us", colInt},
-	// The round as flow_rounds keeps it (a JSON object); null for a
-	// running mark.
+	// A JSON object; null for a running mark.
 	{"round", colText},
 }
+
+// tableColumns are flow_batch's columns: a merged flow's row.
+var tableColumns = append(batchColumns[:vRound:vRound], column{"fl", colInt}, column{"history", colText})
+
+// Where each value is in a record (batchColumns' order).
+const (
+	vID = iota
+	vTenantID
+	vTenantSlug
+	vMethod
+	vTarget
+	vIssuer
+	vSubject
+	vPrincipalClient
+	vClientName
+	vClientVersion
+	vEra
+	vState
+	vRounds
+	vPending
+	vKey
+	vReplica
+	vTrace
+	vDetail
+	vStarted
+	vUpdated
+	vWaiting
+	vExpires
+	vServerUS
+	vClientWaitUS
+	vRound
+	recordValues
+)
 
 // EncodeRound appends w to b as a record for WriteEncodedRounds: the
 // round's values in batchColumns' order, each in PostgreSQL's binary
@@ -156,58 +198,45 @@ func (s *Store) WriteRounds(ctx context.Context, writes []RoundWrite) (int, erro
 // EncodeRound, in one transaction, and returns the changes it numbered:
 // one per flow, however many of its rounds the batch holds (a fast
 // client's rounds often share one). A flow's row is created by its first
-// round and advanced by later ones: its state, pending input, replica,
-// detail and waiting times come from its newest round (the highest
-// number; of rounds of one number, the last in the batch), its key and
-// trace from the newest round that has one, its client from the last
-// round that names one; times are summed, the start is the earliest and
-// the last change the latest. A round older than the row's latest
-// (written late by another replica) adds its round and its times but
-// does not move the state back, and a cancelled flow stays cancelled.
+// round and advanced by later ones, the batch's rounds of one flow merged
+// first (see mergeBatch). A round older than the row's latest (written
+// late by another replica) adds its round and its times but does not
+// move the state back, and a cancelled flow stays cancelled.
 func (s *Store) WriteEncodedRounds(ctx context.Context, recs [][]byte) (int, error) {
 	if len(recs) == 0 {
 		return 0, nil
 	}
 	bb := s.takeBuffer()
 	defer s.giveBuffer(bb)
+	if err := bb.merge.run(recs); err != nil {
+		return 0, err
+	}
 	if s.dialect == Postgres {
 		return s.writeBatchPostgres(ctx, recs, bb)
 	}
 	var changed int
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		stmts := batchStatements[SQLite]
-		if err := tx.Exec(stmts.create).Error; err != nil {
-			return fmt.Errorf("create flow batch: %w", err)
-		}
-		// Text, not bytes: SQLite's JSON functions read a blob as its
-		// own binary JSON. A batch of huge questions goes in several
-		// statements, none over maxBatchDocument.
-		for start := 0; start < len(recs); {
-			var err error
-			var n int
-			bb.buf, n, err = sqliteRows(bb.buf[:0], recs[start:], start, maxBatchDocument)
-			if err != nil {
-				return err
-			}
-			if err := tx.Exec(stmts.fill, string(bb.buf)).Error; err != nil {
-				return fmt.Errorf("write flow batch: %w", err)
-			}
-			start += n
-		}
 		next, err := s.lockSeq(tx)
 		if err != nil {
 			return err
 		}
-		res := tx.Exec(stmts.flows, next-1)
-		if res.Error != nil {
-			return fmt.Errorf("write flows: %w", res.Error)
-		}
-		changed = int(res.RowsAffected)
-		if err := tx.Exec(stmts.rounds, next-1).Error; err != nil {
-			return fmt.Errorf("write flow rounds: %w", err)
-		}
-		if err := tx.Exec("DELETE FROM temp.flow_batch").Error; err != nil {
-			return fmt.Errorf("clear flow batch: %w", err)
+		// Text, not bytes: SQLite's JSON functions read a blob as its
+		// own binary JSON. A batch of huge questions goes in several
+		// pairs of statements, none much over maxBatchDocument.
+		stmts := batchStatements[SQLite]
+		for start := 0; start < len(bb.merge.flows); {
+			rows := &jsonRows{b: bb.buf[:0], h: bb.history[:0]}
+			n := bb.merge.rows(rows, recs, start, maxBatchDocument)
+			bb.buf, bb.history = rows.end()
+			res := tx.Exec(stmts.flows, next-1, string(bb.buf))
+			if res.Error != nil {
+				return fmt.Errorf("write flows: %w", res.Error)
+			}
+			changed += int(res.RowsAffected)
+			if err := tx.Exec(stmts.rounds, next-1, string(bb.history)).Error; err != nil {
+				return fmt.Errorf("write flow rounds: %w", err)
+			}
+			start += n
 		}
 		return nil
 	})
@@ -218,9 +247,9 @@ func (s *Store) WriteEncodedRounds(ctx context.Context, recs [][]byte) (int, err
 }
 
 // writeBatchPostgres is WriteEncodedRounds on PostgreSQL, in pgx itself:
-// the records go by binary COPY as they are, in one stream assembled in
-// the store's kept buffer, before the numbering lock is taken (so
-// replicas hold it only while the database folds).
+// the merged rows go by binary COPY, in one stream assembled in the
+// store's kept buffer, before the numbering lock is taken (so replicas
+// hold it only while the database upserts).
 func (s *Store) writeBatchPostgres(ctx context.Context, recs [][]byte, bb *batchBuffer) (int, error) {
 	sqlDB, err := s.db.DB()
 	if err != nil {
@@ -231,7 +260,9 @@ func (s *Store) writeBatchPostgres(ctx context.Context, recs [][]byte, bb *batch
 		return 0, err
 	}
 	defer conn.Close()
-	bb.buf = copyStream(bb.buf[:0], recs)
+	rows := &copyRows{b: bb.buf[:0]}
+	bb.merge.rows(rows, recs, 0, math.MaxInt)
+	bb.buf = rows.end()
 	stmts := batchStatements[Postgres]
 	var changed int
 	err = conn.Raw(func(dc any) error {
@@ -270,17 +301,358 @@ func (s *Store) writeBatchPostgres(ctx context.Context, recs [][]byte, bb *batch
 	return changed, nil
 }
 
-// copyStream appends recs to b as a binary COPY of flow_batch: the
-// signature, each record as a row after its ord, the trailer.
-func copyStream(b []byte, recs [][]byte) []byte {
-	b = append(b, "PGCOPY\n\xff\r\n\x00"...)
-	b = append(b, 0, 0, 0, 0, 0, 0, 0, 0) // no flags, no header extension
-	for i, r := range recs {
-		b = binary.BigEndian.AppendUint16(b, uint16(len(batchColumns)+1))
-		b = appendIntField(b, int64(i))
-		b = append(b, r...)
+// errBadRecord is a record EncodeRound did not write.
+var errBadRecord = errors.New("flow record: malformed round record")
+
+// valueIndex is where each value of a record starts (after its length),
+// -1 for null.
+type valueIndex [recordValues]int32
+
+// index finds rec's values.
+func (ix *valueIndex) index(rec []byte) error {
+	at := 0
+	for i, col := range batchColumns {
+		if len(rec)-at < 4 {
+			return errBadRecord
+		}
+		size := int32(binary.BigEndian.Uint32(rec[at:]))
+		at += 4
+		if size < 0 {
+			ix[i] = -1
+			continue
+		}
+		if int(size) > len(rec)-at || (col.typ != colText && size != 8) {
+			return errBadRecord
+		}
+		ix[i] = int32(at)
+		at += int(size)
 	}
-	return binary.BigEndian.AppendUint16(b, 0xFFFF)
+	if at != len(rec) {
+		return errBadRecord
+	}
+	return nil
+}
+
+// value is rec's value at, nil for null.
+func value(rec []byte, at int32) []byte {
+	if at < 0 {
+		return nil
+	}
+	size := binary.BigEndian.Uint32(rec[at-4:])
+	return rec[at : at+int32(size) : at+int32(size)]
+}
+
+// number is rec's integer (or time) value at; 0 for null.
+func number(rec []byte, at int32) int64 {
+	if at < 0 {
+		return 0
+	}
+	return int64(binary.BigEndian.Uint64(rec[at:]))
+}
+
+// batchMerge merges a batch's records into one row per flow. It holds no
+// pointer into the records (indexes only), and is kept with the store's
+// batch buffer from batch to batch.
+type batchMerge struct {
+	ix    []valueIndex
+	next  []int32 // the flow's next record with a round, -1 for none
+	flows []mergedFlow
+	byID  map[string]int32
+}
+
+// mergedFlow is a batch's records of one flow, by the rules the record
+// keeps: the identity (tenant, method, target, principal, era) of its
+// first round; state, round count, pending input, replica, detail and
+// waiting times of its newest (the highest number; of rounds of one
+// number, the last in the batch); the key and trace of the newest that
+// has one, the client of the last that names one; the earliest start,
+// the latest change, times summed.
+type mergedFlow struct {
+	first, newest, keyed, traced, named int32
+	rounds, lastRound                   int32 // its records with a round, a list through next
+	started, updated, serverUS, waitUS  int64
+}
+
+func (m *batchMerge) run(recs [][]byte) error {
+	m.ix = slices.Grow(m.ix[:0], len(recs))[:len(recs)]
+	m.next = slices.Grow(m.next[:0], len(recs))[:len(recs)]
+	m.flows = m.flows[:0]
+	if m.byID == nil {
+		m.byID = make(map[string]int32)
+	}
+	clear(m.byID)
+	for i, rec := range recs {
+		ix := &m.ix[i]
+		if err := ix.index(rec); err != nil {
+			return err
+		}
+		if ix[vID] < 0 || ix[vRounds] < 0 || ix[vStarted] < 0 || ix[vUpdated] < 0 {
+			return errBadRecord
+		}
+		r := int32(i)
+		m.next[i] = -1
+		id := value(rec, ix[vID])
+		fi, ok := m.byID[string(id)]
+		if !ok {
+			fi = int32(len(m.flows))
+			m.byID[string(id)] = fi
+			m.flows = append(m.flows, mergedFlow{first: r, newest: r, keyed: r, traced: r, named: r, rounds: -1, lastRound: -1,
+				started: number(rec, ix[vStarted]), updated: number(rec, ix[vUpdated])})
+		}
+		f := &m.flows[fi]
+		n := number(rec, ix[vRounds])
+		if ok {
+			if n >= m.n(recs, f.newest) {
+				f.newest = r
+			}
+			f.started = min(f.started, number(rec, ix[vStarted]))
+			f.updated = max(f.updated, number(rec, ix[vUpdated]))
+		}
+		// The newest with a key (or trace): this one if it has one and is
+		// as new, or if the one so far has none.
+		for _, p := range [...]struct {
+			pick *int32
+			v    int
+		}{{&f.keyed, vKey}, {&f.traced, vTrace}} {
+			if len(value(rec, ix[p.v])) > 0 && (len(m.text(recs, *p.pick, p.v)) == 0 || n >= m.n(recs, *p.pick)) {
+				*p.pick = r
+			}
+		}
+		if len(value(rec, ix[vClientName])) > 0 {
+			f.named = r
+		}
+		f.serverUS += number(rec, ix[vServerUS])
+		f.waitUS += number(rec, ix[vClientWaitUS])
+		if ix[vRound] >= 0 {
+			if f.lastRound < 0 {
+				f.rounds = r
+			} else {
+				m.next[f.lastRound] = r
+			}
+			f.lastRound = r
+		}
+	}
+	return nil
+}
+
+// n is record r's round number.
+func (m *batchMerge) n(recs [][]byte, r int32) int64 { return number(recs[r], m.ix[r][vRounds]) }
+
+// text is record r's value v.
+func (m *batchMerge) text(recs [][]byte, r int32, v int) []byte { return value(recs[r], m.ix[r][v]) }
+
+// rowWriter writes flow_batch rows in one dialect's form.
+type rowWriter interface {
+	row()
+	// value writes a record's value as it is (nil for null); number an
+	// integer or a time (microseconds since 2000).
+	value(typ colType, v []byte)
+	number(typ colType, v int64)
+	// history writes a flow's rounds, each a JSON object, as a JSON
+	// array; id and tenant are the flow's, fl its place in the batch.
+	history(id, tenant []byte, fl int64, rounds func(yield func([]byte) bool))
+	size() int
+}
+
+// rows writes the merged flows from the start'th on until the writer
+// holds about max bytes (at least one flow); it returns how many it
+// wrote.
+func (m *batchMerge) rows(w rowWriter, recs [][]byte, start, max int) int {
+	n := 0
+	for _, f := range m.flows[start:] {
+		if n > 0 && w.size() >= max {
+			break
+		}
+		w.row()
+		for v := range vRound {
+			pick := f.first
+			switch v {
+			case vClientName, vClientVersion:
+				pick = f.named
+			case vState, vRounds, vPending, vReplica, vDetail, vWaiting, vExpires:
+				pick = f.newest
+			case vKey:
+				pick = f.keyed
+			case vTrace:
+				pick = f.traced
+			case vStarted:
+				w.number(colTime, f.started)
+				continue
+			case vUpdated:
+				w.number(colTime, f.updated)
+				continue
+			case vServerUS:
+				w.number(colInt, f.serverUS)
+				continue
+			case vClientWaitUS:
+				w.number(colInt, f.waitUS)
+				continue
+			}
+			w.value(batchColumns[v].typ, value(recs[pick], m.ix[pick][v]))
+		}
+		fl := int64(start + n + 1)
+		w.number(colInt, fl)
+		if f.rounds < 0 {
+			w.history(nil, nil, fl, nil)
+		} else {
+			w.history(value(recs[f.first], m.ix[f.first][vID]), value(recs[f.first], m.ix[f.first][vTenantID]), fl, func(yield func([]byte) bool) {
+				for r := f.rounds; r >= 0; r = m.next[r] {
+					if !yield(value(recs[r], m.ix[r][vRound])) {
+						return
+					}
+				}
+			})
+		}
+		n++
+	}
+	return n
+}
+
+// copyRows writes rows as a binary COPY stream.
+type copyRows struct {
+	b      []byte
+	header bool
+}
+
+func (c *copyRows) start() {
+	if !c.header {
+		c.b = append(c.b, "PGCOPY\n\xff\r\n\x00"...)
+		c.b = append(c.b, 0, 0, 0, 0, 0, 0, 0, 0) // no flags, no header extension
+		c.header = true
+	}
+}
+
+func (c *copyRows) row() {
+	c.start()
+	c.b = binary.BigEndian.AppendUint16(c.b, uint16(len(tableColumns)))
+}
+
+func (c *copyRows) value(_ colType, v []byte) {
+	if v == nil {
+		c.b = appendNull(c.b)
+		return
+	}
+	c.b = binary.BigEndian.AppendUint32(c.b, uint32(len(v)))
+	c.b = append(c.b, v...)
+}
+
+func (c *copyRows) number(_ colType, v int64) { c.b = appendIntField(c.b, v) }
+
+func (c *copyRows) history(_, _ []byte, _ int64, rounds func(yield func([]byte) bool)) {
+	if rounds == nil {
+		c.b = appendNull(c.b)
+		return
+	}
+	at := len(c.b)
+	c.b = append(c.b, 0, 0, 0, 0, '[')
+	for r := range rounds {
+		if len(c.b) > at+5 {
+			c.b = append(c.b, ',')
+		}
+		c.b = append(c.b, r...)
+	}
+	c.b = append(c.b, ']')
+	binary.BigEndian.PutUint32(c.b[at:], uint32(len(c.b)-at-4))
+}
+
+func (c *copyRows) size() int { return len(c.b) }
+
+// end closes the stream.
+func (c *copyRows) end() []byte {
+	c.start()
+	return binary.BigEndian.AppendUint16(c.b, 0xFFFF)
+}
+
+// jsonRows writes rows as the two JSON documents SQLite's statements
+// take apart: the flows' rows (b), an array of rows each an array of a
+// flow's values and fl; and their rounds (h), rows of id, fl, tenant id
+// and the rounds as a JSON string. The rounds go apart because SQLite
+// reads each value of a row by parsing the row's text again: with its
+// rounds in it, every flow's rounds were parsed some 25 times.
+type jsonRows struct {
+	b, h    []byte
+	scratch []byte
+}
+
+func (j *jsonRows) row() {
+	if len(j.b) == 0 {
+		j.b = append(j.b, '[')
+	} else {
+		j.b = append(j.b, "],"...)
+	}
+	j.b = append(j.b, '[')
+}
+
+func (j *jsonRows) sep() {
+	if c := j.b[len(j.b)-1]; c != '[' {
+		j.b = append(j.b, ',')
+	}
+}
+
+func (j *jsonRows) value(typ colType, v []byte) {
+	j.sep()
+	switch {
+	case v == nil:
+		j.b = append(j.b, "null"...)
+	case typ == colText:
+		j.b = jsontext.AppendString(j.b, v)
+	default:
+		j.b = appendJSONNumber(j.b, typ, int64(binary.BigEndian.Uint64(v)))
+	}
+}
+
+func (j *jsonRows) number(typ colType, v int64) {
+	j.sep()
+	j.b = appendJSONNumber(j.b, typ, v)
+}
+
+// appendJSONNumber appends an integer, or a time as SQLite keeps it.
+func appendJSONNumber(b []byte, typ colType, v int64) []byte {
+	if typ == colTime {
+		b = append(b, '"')
+		b = appendSQLiteTime(b, time.UnixMicro(v+pgEpoch))
+		return append(b, '"')
+	}
+	return strconv.AppendInt(b, v, 10)
+}
+
+func (j *jsonRows) history(id, tenant []byte, fl int64, rounds func(yield func([]byte) bool)) {
+	if rounds == nil {
+		return
+	}
+	j.scratch = append(j.scratch[:0], '[')
+	for r := range rounds {
+		if len(j.scratch) > 1 {
+			j.scratch = append(j.scratch, ',')
+		}
+		j.scratch = append(j.scratch, r...)
+	}
+	j.scratch = append(j.scratch, ']')
+	if len(j.h) == 0 {
+		j.h = append(j.h, '[')
+	} else {
+		j.h = append(j.h, ',')
+	}
+	j.h = jsontext.AppendString(append(j.h, '['), id)
+	j.h = strconv.AppendInt(append(j.h, ','), fl, 10)
+	j.h = jsontext.AppendString(append(j.h, ','), tenant)
+	j.h = jsontext.AppendString(append(j.h, ','), j.scratch)
+	j.h = append(j.h, ']')
+}
+
+func (j *jsonRows) size() int { return len(j.b) + len(j.h) }
+
+// end closes both documents.
+func (j *jsonRows) end() (flows, rounds []byte) {
+	if len(j.b) == 0 {
+		j.b = append(j.b, '[')
+	} else {
+		j.b = append(j.b, ']')
+	}
+	if len(j.h) == 0 {
+		j.h = append(j.h, '[')
+	}
+	return append(j.b, ']'), append(j.h, ']')
 }
 
 // maxBatchDocument bounds one SQLite statement's share of a batch. A
@@ -289,135 +661,54 @@ func copyStream(b []byte, recs [][]byte) []byte {
 // none needs its whole batch in one document.
 var maxBatchDocument = 32 << 20
 
-// errBadRecord is a record EncodeRound did not write.
-var errBadRecord = errors.New("flow record: malformed round record")
-
-// sqliteRows appends records to b as the JSON document SQLite's fill
-// statement takes apart, an array of rows, each an array of ord and the
-// record's values, until b holds about max bytes (a record is never
-// split, and at least one is taken); n is how many were taken. ord
-// numbers the records from first.
-func sqliteRows(b []byte, recs [][]byte, first, max int) (_ []byte, n int, err error) {
-	b = append(b, '[')
-	for n < len(recs) && (n == 0 || len(b) < max) {
-		if n > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendInt(append(b, '['), int64(first+n), 10)
-		rec := recs[n]
-		for _, col := range batchColumns {
-			if len(rec) < 4 {
-				return nil, 0, errBadRecord
-			}
-			size := int32(binary.BigEndian.Uint32(rec))
-			rec = rec[4:]
-			b = append(b, ',')
-			if size < 0 {
-				b = append(b, "null"...)
-				continue
-			}
-			if int(size) > len(rec) || (col.typ != colText && size != 8) {
-				return nil, 0, errBadRecord
-			}
-			v := rec[:size]
-			rec = rec[size:]
-			switch col.typ {
-			case colText:
-				b = jsontext.AppendString(b, v)
-			case colInt:
-				b = strconv.AppendInt(b, int64(binary.BigEndian.Uint64(v)), 10)
-			case colTime:
-				us := int64(binary.BigEndian.Uint64(v)) + pgEpoch
-				b = append(b, '"')
-				b = appendSQLiteTime(b, time.UnixMicro(us))
-				b = append(b, '"')
-			}
-		}
-		if len(rec) != 0 {
-			return nil, 0, errBadRecord
-		}
-		b = append(b, ']')
-		n++
-	}
-	return append(b, ']'), n, nil
-}
-
-// batchSQL is a dialect's statements for one batch: create the session's
-// flow_batch if it has none, fill it, fold it into flows (the next seq
-// is its one parameter plus one) and into flow_rounds (the same
-// parameter).
+// batchSQL is a dialect's statements for one batch. On PostgreSQL:
+// create the session's flow_batch if it has none, fill it by COPY,
+// upsert its rows into flows (the seq before the batch's first is the
+// one parameter) and add their rounds to flow_rounds (the same
+// parameter). SQLite, in the process, takes the rows from JSON documents
+// directly (the same parameter, then the document).
 type batchSQL struct{ create, fill, flows, rounds string }
 
 var batchStatements = map[Dialect]batchSQL{SQLite: newBatchSQL(SQLite), Postgres: newBatchSQL(Postgres)}
 
-// newBatchSQL builds d's statements. Both dialects run the same folds,
-// differing in a placeholder, a name and the aggregate that joins text.
+// newBatchSQL builds d's statements.
 func newBatchSQL(d Dialect) batchSQL {
-	types := map[colType]string{colText: "TEXT", colInt: "BIGINT", colTime: "TIMESTAMP"}
-	var cols, create strings.Builder
-	cols.WriteString("ord")
-	create.WriteString("CREATE TEMP TABLE IF NOT EXISTS flow_batch (ord BIGINT NOT NULL")
-	for _, c := range batchColumns {
-		cols.WriteString(", " + c.name)
-		create.WriteString(", " + c.name + " " + types[c.typ])
+	// A flow's columns are the batch's first ones, by name.
+	var flow []string
+	for _, c := range batchColumns[:vRound] {
+		flow = append(flow, c.name)
 	}
-	create.WriteString(")")
-	param, table, join := "?", "temp.flow_batch", "group_concat"
-	var s batchSQL
-	if d == Postgres {
+	into := "INSERT INTO flows (" + strings.Join(flow, ", ") + ", seq) SELECT "
+	const intoRounds = "INSERT INTO flow_rounds (flow_id, seq, tenant_id, rounds) SELECT "
+	if d == SQLite {
+		var flows strings.Builder
+		flows.WriteString(into)
+		for i := range vRound {
+			fmt.Fprintf(&flows, "value->>'$[%d]', ", i)
+		}
+		// "WHERE true" tells SQLite's parser the ON that follows starts
+		// the upsert.
+		fmt.Fprintf(&flows, "CAST(? AS BIGINT) + value->>'$[%d]' FROM json_each(?) WHERE true", vRound)
+		return batchSQL{
+			flows:  flows.String() + flowUpsert,
+			rounds: intoRounds + "value->>'$[0]', CAST(? AS BIGINT) + value->>'$[1]', value->>'$[2]', value->>'$[3]' FROM json_each(?)",
+		}
+	}
+	types := map[colType]string{colText: "TEXT", colInt: "BIGINT", colTime: "TIMESTAMP"}
+	var cols, defs []string
+	for _, c := range tableColumns {
+		cols = append(cols, c.name)
+		defs = append(defs, c.name+" "+types[c.typ])
+	}
+	const seq = "CAST($1 AS BIGINT) + fl"
+	return batchSQL{
 		// A temporary table is the session's own: no other writer sees
 		// it, nothing of it goes to the write-ahead log, and its rows go
 		// at commit (so a pooler that hands the session to another
 		// client hands it over empty).
-		create.WriteString(" ON COMMIT DELETE ROWS")
-		param, table, join = "$1", "pg_temp.flow_batch", "string_agg"
-		s.fill = "COPY " + table + " (" + cols.String() + ") FROM STDIN (FORMAT binary)"
-	} else {
-		var fill strings.Builder
-		fill.WriteString("INSERT INTO " + table + " (" + cols.String() + ") SELECT value->>'$[0]'")
-		for i := range batchColumns {
-			fmt.Fprintf(&fill, ", value->>'$[%d]'", i+1)
-		}
-		// "WHERE true" tells SQLite no upsert follows.
-		fill.WriteString(" FROM json_each(?) WHERE true")
-		s.fill = fill.String()
+		create: "CREATE TEMP TABLE IF NOT EXISTS flow_batch (" + strings.Join(defs, ", ") + ") ON COMMIT DELETE ROWS",
+		fill:   "COPY pg_temp.flow_batch (" + strings.Join(cols, ", ") + ") FROM STDIN (FORMAT binary)",
+		flows:  into + strings.Join(flow, ", ") + ", " + seq + " FROM pg_temp.flow_batch WHERE true" + flowUpsert,
+		rounds: intoRounds + "id, " + seq + ", tenant_id, history FROM pg_temp.flow_batch WHERE history IS NOT NULL",
 	}
-	s.create = create.String()
-	// Each round is ranked within its flow: first in the batch, newest
-	// (by number, then place), newest with a key, newest with a trace,
-	// last naming its client; a flow's values are its ranked rounds'.
-	// A flow's seq follows its first round's place in the batch.
-	s.flows = `INSERT INTO flows (` + flowColumns + `)
-SELECT id,
-	max(CASE WHEN first = 1 THEN tenant_id END), max(CASE WHEN first = 1 THEN tenant_slug END),
-	max(CASE WHEN first = 1 THEN method END), max(CASE WHEN first = 1 THEN target END),
-	max(CASE WHEN first = 1 THEN principal_issuer END), max(CASE WHEN first = 1 THEN principal_subject END),
-	max(CASE WHEN first = 1 THEN principal_client END),
-	max(CASE WHEN named = 1 THEN client_name END), max(CASE WHEN named = 1 THEN client_version END),
-	max(CASE WHEN first = 1 THEN era END), max(CASE WHEN newest = 1 THEN state END), max(n),
-	max(CASE WHEN newest = 1 THEN pending_kinds END), max(CASE WHEN keyed = 1 THEN key_id END),
-	max(CASE WHEN newest = 1 THEN replica END), max(CASE WHEN traced = 1 THEN trace_id END),
-	max(CASE WHEN newest = 1 THEN detail END), min(started_at), max(updated_at),
-	max(CASE WHEN newest = 1 THEN waiting_since END), max(CASE WHEN newest = 1 THEN state_expires_at END),
-	sum(server_us), sum(client_wait_us), CAST(` + param + ` AS BIGINT) + row_number() OVER (ORDER BY min(ord))
-FROM (SELECT *,
-	row_number() OVER (PARTITION BY id ORDER BY ord) AS first,
-	row_number() OVER (PARTITION BY id ORDER BY n DESC, ord DESC) AS newest,
-	row_number() OVER (PARTITION BY id ORDER BY key_id <> '' DESC, n DESC, ord DESC) AS keyed,
-	row_number() OVER (PARTITION BY id ORDER BY trace_id <> '' DESC, n DESC, ord DESC) AS traced,
-	row_number() OVER (PARTITION BY id ORDER BY client_name <> '' DESC, ord DESC) AS named
-	FROM ` + table + `) b
-WHERE true
-GROUP BY id` + flowUpsert
-	// The same seq for each flow, counted over every flow before the
-	// flows with no round (only a running mark) are left out.
-	s.rounds = `INSERT INTO flow_rounds (flow_id, seq, tenant_id, rounds)
-SELECT id, seq, tenant_id, '[' || rounds || ']' FROM (
-	SELECT id, tenant_id, rounds, CAST(` + param + ` AS BIGINT) + row_number() OVER (ORDER BY ord) AS seq FROM (
-		SELECT id, tenant_id, ord, row_number() OVER (PARTITION BY id ORDER BY ord) AS first,
-			` + join + `(round, ',') OVER (PARTITION BY id ORDER BY ord ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS rounds
-		FROM ` + table + `) b
-	WHERE first = 1) s
-WHERE rounds IS NOT NULL`
-	return s
 }

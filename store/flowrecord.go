@@ -149,11 +149,6 @@ func (s *Store) lockSeq(tx *gorm.DB) (int64, error) {
 	return last + 1, nil
 }
 
-// flowColumns are the columns a write sets, in VALUES order.
-const flowColumns = `id, tenant_id, tenant_slug, method, target, principal_issuer, principal_subject,
-	principal_client, client_name, client_version, era, state, rounds, pending_kinds, key_id, replica, trace_id, detail,
-	started_at, updated_at, waiting_since, state_expires_at, server_us, client_wait_us, seq`
-
 // flowUpsert is what a write does to an existing row. A row's state moves
 // only for a round at least as new as its latest one, and never away from
 // cancelled. Every dialect here reads "excluded" as the proposed row.
@@ -183,7 +178,10 @@ const newer = `excluded.rounds >= flows.rounds AND flows.state <> 'cancelled'`
 // time the runtime spent more zeroing, collecting and returning its pages
 // to the system than the encoding took. (A sync.Pool loses it at every
 // collection.)
-type batchBuffer struct{ buf []byte }
+type batchBuffer struct {
+	buf, history []byte // SQLite's second document
+	merge        batchMerge
+}
 
 // takeBuffer takes the store's batch buffer, or a new one while another
 // write holds it.
@@ -199,10 +197,9 @@ func (s *Store) takeBuffer() *batchBuffer {
 // giveBuffer gives bb back to s, unless a batch of huge questions grew it
 // past what is worth keeping.
 func (s *Store) giveBuffer(bb *batchBuffer) {
-	if cap(bb.buf) > 16<<20 {
+	if cap(bb.buf)+cap(bb.history) > 16<<20 {
 		return
 	}
-	bb.buf = bb.buf[:0]
 	select {
 	case s.buffers <- bb:
 	default:
