@@ -54,9 +54,9 @@ func recorded(rd *tenants.Round, running bool) bool {
 // write fills w, a zero RoundWrite, with what the record stores of a
 // round; it reports false for a round that belongs to no flow. The
 // round's documents are written into *docs, space the caller reuses; w
-// points into it and into rd, so it is encoded before either changes
-// (and nothing is allocated). w is filled in place: a RoundWrite is most
-// of a kilobyte, copied twice over when built and returned by value.
+// points into it and into rd, so it is encoded before either changes.
+// w is filled in place: a RoundWrite is most of a kilobyte, copied twice
+// over when built and returned by value.
 func write(w *store.RoundWrite, rd *tenants.Round, replica string, running bool, docs *[]byte) bool {
 	if !recorded(rd, running) {
 		return false

@@ -155,16 +155,18 @@ func (r *Recorder) Running(_ context.Context, rd *tenants.Round) {
 }
 
 func (r *Recorder) enqueue(rd *tenants.Round, running bool) {
+	// Most requests are no flow's (lists, one-round calls): they cost a
+	// check, and a full queue is no drop of theirs.
+	if !recorded(rd, running) {
+		return
+	}
 	if len(r.queue) == cap(r.queue) {
 		r.drop(1) // not worth encoding
 		return
 	}
 	rec := r.take()
 	var w store.RoundWrite
-	if !write(&w, rd, r.opts.Replica, running, &rec.docs) {
-		r.release(rec)
-		return
-	}
+	write(&w, rd, r.opts.Replica, running, &rec.docs)
 	rec.b = store.EncodeRound(rec.b, &w)
 	select {
 	case r.queue <- rec:

@@ -29,6 +29,17 @@ func TestAFullQueueDropsAndCountsWithoutEverBlocking(t *testing.T) {
 	if len(r.queue) != 2 || dropped.Load() != 998 || r.dropped.Load() != 998 {
 		t.Fatalf("queued %d, dropped %d (metric %d); want 2 and 998", len(r.queue), r.dropped.Load(), dropped.Load())
 	}
+	// A request of no flow (a list, a call answered at once) is no round
+	// of the record: a full queue does not count it as dropped.
+	for _, rd := range []*tenants.Round{
+		{TenantID: "t1", Tenant: "acme", Method: mcp.MethodToolsList, Arrived: time.Now(), Ended: time.Now()},
+		{FlowID: "fl_BBBBBBBBBBBBBBBB", TenantID: "t1", Tenant: "acme", Number: 1, ResultType: mcp.ResultTypeComplete},
+	} {
+		r.Round(context.Background(), rd)
+	}
+	if dropped.Load() != 998 {
+		t.Fatalf("requests of no flow counted as dropped: %d", dropped.Load()-998)
+	}
 }
 
 func TestOnlyRoundsOfFlowsAreRecorded(t *testing.T) {

@@ -9,8 +9,9 @@ import (
 )
 
 // bulkRows is how many rows one INSERT of CreateCatalogues carries. The
-// SQLite driver binds parameters in time quadratic in their number (see
-// WriteRounds), so a statement stays at a couple of thousand of them;
+// SQLite driver looks each parameter up in the whole argument list, in
+// time quadratic in their number, so a statement stays at a couple of
+// thousand of them;
 // beyond a few hundred rows a statement saves no more round trips worth
 // having on either dialect.
 const bulkRows = 200

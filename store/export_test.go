@@ -1,5 +1,14 @@
 package store
 
+import "context"
+
+// RoundSeqs are the seqs of a flow's flow_rounds rows, in order.
+func (s *Store) RoundSeqs(ctx context.Context, flowID string) ([]int64, error) {
+	var seqs []int64
+	err := s.db.WithContext(ctx).Raw("SELECT seq FROM flow_rounds WHERE flow_id = ? ORDER BY seq", flowID).Scan(&seqs).Error
+	return seqs, err
+}
+
 // SetMaxBatchDocument lowers the size at which a batch's rounds are
 // split into several statements on SQLite, so a test need not write
 // 32 MB.

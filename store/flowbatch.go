@@ -3,7 +3,9 @@ package store
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -25,14 +27,15 @@ import (
 // pointer, so neither the round nor anything it refers to outlives the
 // request, and the garbage collector does not read the record. A batch
 // of records is then merged into one row per flow by reading the
-// records' values in place (mergeBatch: no value is decoded but the
-// round number, the times and the durations), the rows are sent to a
-// temporary table of the writing session, flow_batch (on PostgreSQL by
-// binary COPY, the values copied as the records hold them), and two
-// statements upsert them into flows and add them to flow_rounds. The
-// database sorts nothing: folding the batch in SQL (window functions to
-// rank each flow's rounds) cost SQLite four times the whole write, and
-// PostgreSQL as much of its own cores.
+// records' values in place (batchMerge: no value is decoded but the
+// round number, the times and the durations), and two statements upsert
+// the rows into flows and add their rounds to flow_rounds. PostgreSQL
+// gets the rows by binary COPY into a temporary table of the writing
+// session, the values copied as the records hold them; SQLite, in the
+// process, as JSON documents. The database sorts nothing: folding the
+// batch in SQL instead (window functions ranking each flow's rounds)
+// cost SQLite four times the whole write, and PostgreSQL as much of its
+// own cores.
 
 // column is a record's value or a flow_batch column.
 type column struct {
@@ -102,8 +105,8 @@ const (
 // round's values in batchColumns' order, each in PostgreSQL's binary
 // COPY form (a 32-bit length, -1 for null, then the value: text as it
 // is, integers as 64 bits, times as microseconds since 2000 in UTC, both
-// big-endian). Text is made valid UTF-8 without NUL on the way, each
-// invalid byte one U+FFFD, as jsontext.Text does. Only the fields a round
+// big-endian). Text is made valid UTF-8 without NUL on the way
+// (jsontext.AppendText). Only the fields a round
 // knows are read (see RoundWrite).
 func EncodeRound(b []byte, w *RoundWrite) []byte {
 	f := &w.Flow
@@ -158,16 +161,7 @@ func appendTextField(b []byte, s string) []byte {
 		return append(b, s...)
 	}
 	at := len(b)
-	b = append(b, 0, 0, 0, 0)
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == 0 || (r == utf8.RuneError && size == 1) {
-			b = utf8.AppendRune(b, utf8.RuneError)
-		} else {
-			b = append(b, s[i:i+size]...)
-		}
-		i += size
-	}
+	b = jsontext.AppendText(append(b, 0, 0, 0, 0), s)
 	binary.BigEndian.PutUint32(b[at:], uint32(len(b)-at-4))
 	return b
 }
@@ -207,13 +201,26 @@ func (s *Store) WriteEncodedRounds(ctx context.Context, recs [][]byte) (int, err
 		return 0, nil
 	}
 	bb := s.takeBuffer()
-	defer s.giveBuffer(bb)
 	if err := bb.merge.run(recs); err != nil {
 		return 0, err
 	}
+	var n int
+	var err error
 	if s.dialect == Postgres {
-		return s.writeBatchPostgres(ctx, recs, bb)
+		n, err = s.writeBatchPostgres(ctx, recs, bb)
+	} else {
+		n, err = s.writeBatchSQLite(ctx, recs, bb)
 	}
+	// After a failure the buffer may still be read (pgx's COPY reads it
+	// on a goroutine that a broken connection can leave running).
+	if err == nil {
+		s.giveBuffer(bb)
+	}
+	return n, err
+}
+
+// writeBatchSQLite is WriteEncodedRounds on SQLite.
+func (s *Store) writeBatchSQLite(ctx context.Context, recs [][]byte, bb *batchBuffer) (int, error) {
 	var changed int
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		next, err := s.lockSeq(tx)
@@ -360,13 +367,14 @@ type batchMerge struct {
 	byID  map[string]int32
 }
 
-// mergedFlow is a batch's records of one flow, by the rules the record
-// keeps: the identity (tenant, method, target, principal, era) of its
-// first round; state, round count, pending input, replica, detail and
-// waiting times of its newest (the highest number; of rounds of one
-// number, the last in the batch); the key and trace of the newest that
-// has one, the client of the last that names one; the earliest start,
-// the latest change, times summed.
+// mergedFlow is a batch's records of one flow, as if each had been
+// written on its own in turn: the identity (tenant, method, target,
+// principal, era) of its first round; state, round count, pending input,
+// replica, detail and waiting times of its newest (each round as new as
+// any before it takes over, so of rounds of one number the last); the
+// key and trace of the last round that took over and had one, else the
+// first's; the client of the last round that names one; the earliest
+// start, the latest change, times summed.
 type mergedFlow struct {
 	first, newest, keyed, traced, named int32
 	rounds, lastRound                   int32 // its records with a round, a list through next
@@ -400,23 +408,22 @@ func (m *batchMerge) run(recs [][]byte) error {
 				started: number(rec, ix[vStarted]), updated: number(rec, ix[vUpdated])})
 		}
 		f := &m.flows[fi]
-		n := number(rec, ix[vRounds])
+		// A round as new as any before it in the batch moves the state,
+		// and its key and trace if it has them, as it would moving the
+		// row in a batch of its own; an older one (a late replica's) adds
+		// its round and times only.
 		if ok {
-			if n >= m.n(recs, f.newest) {
+			if number(rec, ix[vRounds]) >= m.n(recs, f.newest) {
 				f.newest = r
+				if len(value(rec, ix[vKey])) > 0 {
+					f.keyed = r
+				}
+				if len(value(rec, ix[vTrace])) > 0 {
+					f.traced = r
+				}
 			}
 			f.started = min(f.started, number(rec, ix[vStarted]))
 			f.updated = max(f.updated, number(rec, ix[vUpdated]))
-		}
-		// The newest with a key (or trace): this one if it has one and is
-		// as new, or if the one so far has none.
-		for _, p := range [...]struct {
-			pick *int32
-			v    int
-		}{{&f.keyed, vKey}, {&f.traced, vTrace}} {
-			if len(value(rec, ix[p.v])) > 0 && (len(m.text(recs, *p.pick, p.v)) == 0 || n >= m.n(recs, *p.pick)) {
-				*p.pick = r
-			}
 		}
 		if len(value(rec, ix[vClientName])) > 0 {
 			f.named = r
@@ -437,9 +444,6 @@ func (m *batchMerge) run(recs [][]byte) error {
 
 // n is record r's round number.
 func (m *batchMerge) n(recs [][]byte, r int32) int64 { return number(recs[r], m.ix[r][vRounds]) }
-
-// text is record r's value v.
-func (m *batchMerge) text(recs [][]byte, r int32, v int) []byte { return value(recs[r], m.ix[r][v]) }
 
 // rowWriter writes flow_batch rows in one dialect's form.
 type rowWriter interface {
@@ -701,14 +705,19 @@ func newBatchSQL(d Dialect) batchSQL {
 		defs = append(defs, c.name+" "+types[c.typ])
 	}
 	const seq = "CAST($1 AS BIGINT) + fl"
+	// The table's name carries its definition's digest: behind a pooler
+	// a session outlives the replica that created its table, and a
+	// replica of another version would meet a table of other columns.
+	digest := sha256.Sum256([]byte(strings.Join(defs, ",")))
+	table := "pg_temp.flow_batch_" + hex.EncodeToString(digest[:6])
 	return batchSQL{
 		// A temporary table is the session's own: no other writer sees
 		// it, nothing of it goes to the write-ahead log, and its rows go
 		// at commit (so a pooler that hands the session to another
 		// client hands it over empty).
-		create: "CREATE TEMP TABLE IF NOT EXISTS flow_batch (" + strings.Join(defs, ", ") + ") ON COMMIT DELETE ROWS",
-		fill:   "COPY pg_temp.flow_batch (" + strings.Join(cols, ", ") + ") FROM STDIN (FORMAT binary)",
-		flows:  into + strings.Join(flow, ", ") + ", " + seq + " FROM pg_temp.flow_batch WHERE true" + flowUpsert,
-		rounds: intoRounds + "id, " + seq + ", tenant_id, history FROM pg_temp.flow_batch WHERE history IS NOT NULL",
+		create: "CREATE TEMP TABLE IF NOT EXISTS " + table + " (" + strings.Join(defs, ", ") + ") ON COMMIT DELETE ROWS",
+		fill:   "COPY " + table + " (" + strings.Join(cols, ", ") + ") FROM STDIN (FORMAT binary)",
+		flows:  into + strings.Join(flow, ", ") + ", " + seq + " FROM " + table + flowUpsert,
+		rounds: intoRounds + "id, " + seq + ", tenant_id, history FROM " + table + " WHERE history IS NOT NULL",
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -154,11 +155,12 @@ func TestABatchMergesRoundsOfOneFlowIntoOneChange(t *testing.T) {
 
 // TestAFlowsValuesComeFromItsNewestRounds writes one batch holding
 // several rounds of two flows, one of them out of order, and checks each
-// value of the flows' rows against the rule the database folds by: state
-// and waiting from the newest round, the key and the trace from the
-// newest round that has one, the client from the last round naming one,
-// the first round's identity, times summed and bounded, and changes
-// numbered by each flow's first round in the batch.
+// value of the flows' rows against the rule a batch is merged by (as if
+// each round were written on its own): state and waiting from the newest
+// round, the key and the trace from the last round that took over and
+// had one, the client from the last round naming one, the first round's
+// identity, times summed and bounded, changes numbered by each flow's
+// first round in the batch, and each flow's rounds row at its change.
 func TestAFlowsValuesComeFromItsNewestRounds(t *testing.T) {
 	ctx := context.Background()
 	for _, d := range platformtest.Dialects() {
@@ -176,11 +178,21 @@ func TestAFlowsValuesComeFromItsNewestRounds(t *testing.T) {
 			late3.Flow.Detail = "tool_error"
 			late2 := round("fl_o", 2, store.FlowAwaitingInput, t0.Add(2*time.Second))
 			late2.Flow.ClientName, late2.Flow.ClientVersion = "other", "2.0"
+			// A flow with only a running mark in this batch: no rounds row,
+			// and the flows after it numbered all the same.
+			mark := round("fl_m", 4, store.FlowRunning, t0)
+			mark.Running = true
+			// A refused round 3 (no key) takes over; round 2, late, with a
+			// key of its own, moves nothing, as in a batch of its own.
+			r1 := round("fl_r", 1, store.FlowAwaitingInput, t0)
+			r3 := round("fl_r", 3, store.FlowRejected, t0.Add(3*time.Second))
+			r3.Flow.KeyID, r3.Flow.Detail = "", "expired"
+			r2 := round("fl_r", 2, store.FlowAwaitingInput, t0.Add(2*time.Second))
 			last, err := st.LastFlowChange(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n, err := st.WriteRounds(ctx, []store.RoundWrite{ask, late3, running, late2, done}); err != nil || n != 2 {
+			if n, err := st.WriteRounds(ctx, []store.RoundWrite{ask, late3, mark, running, r1, late2, r3, done, r2}); err != nil || n != 4 {
 				t.Fatalf("write: %d changes, %v; want one per flow", n, err)
 			}
 			k, kr, err := st.GetFlow(ctx, "fl_k")
@@ -212,6 +224,18 @@ func TestAFlowsValuesComeFromItsNewestRounds(t *testing.T) {
 			if o.State != store.FlowFailed || o.Detail != "tool_error" || o.Rounds != 3 || o.KeyID != "k3" || o.ClientName != "other" ||
 				o.Seq != last+2 || !o.StartedAt.Equal(t0.Add(3*time.Second-3*time.Minute)) {
 				t.Errorf("fl_o, its rounds out of order: %+v", *o)
+			}
+			if r, _, err := st.GetFlow(ctx, "fl_r"); err != nil || r.State != store.FlowRejected || r.KeyID != "k1" || r.Detail != "expired" || r.Rounds != 3 {
+				t.Errorf("fl_r, a late round with a key behind a refused one: %v %+v", err, r)
+			}
+			if m, _, err := st.GetFlow(ctx, "fl_m"); err != nil || m.State != store.FlowRunning || m.Seq != last+3 {
+				t.Errorf("fl_m, a running mark alone: %v %+v", err, m)
+			}
+			// Each flow's rounds row carries its flow's change.
+			for id, want := range map[string][]int64{"fl_k": {last + 1}, "fl_o": {last + 2}, "fl_m": nil, "fl_r": {last + 4}} {
+				if got, err := st.RoundSeqs(ctx, id); err != nil || !slices.Equal(got, want) {
+					t.Errorf("%s: rounds rows at changes %v (%v), want %v", id, got, err, want)
+				}
 			}
 		})
 	}
@@ -393,8 +417,8 @@ func TestABatchOfLargeRoundsIsWrittenInSeveralStatements(t *testing.T) {
 
 // TestTheRecordIsWrittenInEveryPgxMode: a PostgreSQL URL may choose how
 // pgx sends statements (default_query_exec_mode; simple_protocol or exec
-// behind PgBouncer). The record's batch, its jsonb document and its COPY
-// of rounds, must be written and read back the same in each.
+// behind PgBouncer). The record's batch, its COPY and the statements that
+// upsert it, must be written and read back the same in each.
 func TestTheRecordIsWrittenInEveryPgxMode(t *testing.T) {
 	ctx := context.Background()
 	asked := json.RawMessage(`[{"key":"env","kind":"form","params":{"message":"Which \"one\"?"}}]`)

@@ -9,22 +9,11 @@ import (
 	"github.com/opsmcp/platform/internal/jsontext"
 )
 
-// appendRounds encodes rounds as a JSON array, the form flow_rounds keeps
-// them in (FlowRound's json tags read it back). It is written by hand:
-// the recorder encodes every round of every flow, and encoding/json
+// appendJSON encodes r as flow_rounds keeps it, one object of a flow's
+// array of rounds (FlowRound's json tags read it back). It is written by
+// hand: every round of every flow is encoded, and encoding/json
 // re-validates each embedded JSON document (questions, principal,
 // webhook) that the recorder has just produced.
-func appendRounds(b []byte, rounds []*FlowRound) []byte {
-	b = append(b, '[')
-	for i := range rounds {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = rounds[i].appendJSON(b)
-	}
-	return append(b, ']')
-}
-
 func (r *FlowRound) appendJSON(b []byte) []byte {
 	b = append(b, `{"n":`...)
 	b = strconv.AppendInt(b, int64(r.N), 10)

@@ -13,10 +13,11 @@ const sqliteTime = "2006-01-02 15:04:05.999999999-07:00"
 // tenth of the recorder's own work.
 func appendSQLiteTime(b []byte, t time.Time) []byte {
 	t = t.UTC()
-	if y := t.Year(); y < 0 || y > 9999 {
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
 		return t.Truncate(time.Microsecond).AppendFormat(b, sqliteTime)
 	}
-	b = appendClock(b, t, ' ', t.Nanosecond()/1000, 6)
+	b = appendClock(b, t, year, month, day, ' ', t.Nanosecond()/1000, 6)
 	return append(b, "+00:00"...)
 }
 
@@ -25,19 +26,19 @@ func appendSQLiteTime(b []byte, t time.Time) []byte {
 // carries two.
 func appendRFC3339(b []byte, t time.Time) []byte {
 	t = t.UTC()
-	if y := t.Year(); y < 0 || y > 9999 {
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
 		return t.AppendFormat(b, time.RFC3339Nano)
 	}
-	b = appendClock(b, t, 'T', t.Nanosecond(), 9)
+	b = appendClock(b, t, year, month, day, 'T', t.Nanosecond(), 9)
 	return append(b, 'Z')
 }
 
-// appendClock appends t's date and time of day, sep between them, then
-// frac (a fraction of a second in digits digits) without its trailing
-// zeros, and no fraction at all when it is zero. t is in UTC, its year in
-// four digits.
-func appendClock(b []byte, t time.Time, sep byte, frac, digits int) []byte {
-	year, month, day := t.Date()
+// appendClock appends t's date (given: its caller has it) and time of
+// day, sep between them, then frac (a fraction of a second in digits
+// digits) without its trailing zeros, and no fraction at all when it is
+// zero. t is in UTC, its year in four digits.
+func appendClock(b []byte, t time.Time, year int, month time.Month, day int, sep byte, frac, digits int) []byte {
 	// The time of day from the seconds, without Clock's second pass over
 	// the date.
 	sod := int(t.Unix() % 86400)

@@ -61,7 +61,11 @@ func Text(s string) string {
 	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
 		return s
 	}
-	b := make([]byte, 0, len(s)+8)
+	return string(AppendText(make([]byte, 0, len(s)+8), s))
+}
+
+// AppendText appends s as Text has it.
+func AppendText(b []byte, s string) []byte {
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		if r == 0 || (r == utf8.RuneError && size == 1) {
@@ -71,5 +75,5 @@ func Text(s string) string {
 		}
 		i += size
 	}
-	return string(b)
+	return b
 }
