@@ -112,9 +112,10 @@ func NewRecorder(ctx context.Context, opts Options) *Recorder {
 // written in on the way (docs).
 type record struct{ b, docs []byte }
 
-// maxKeptRecord is the largest record kept for reuse: a round with a
-// huge question should not pin its space.
-const maxKeptRecord = 16 << 10
+// maxKeptRecord is the largest record kept for reuse (a usual round's
+// is under a kilobyte): the free list holds up to a batch of them, and a
+// round with a large question should not pin its space there.
+const maxKeptRecord = 4 << 10
 
 // take returns a written record to reuse, or a new one sized for a
 // usual round.

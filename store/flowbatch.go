@@ -55,8 +55,9 @@ const (
 // batchColumns are the values of a round's record, in order: a flow's
 // columns as the round leaves it (rounds is the round's number), then
 // the round as flow_rounds keeps it. flow_batch's columns are the same
-// but the last, then fl (the flow's place in its batch, from 1) and
-// history (its rounds in the batch, a JSON array; null for none).
+// but the last, then fl (the flow's place in its batch, from 1), the
+// numbers of the rounds its key and trace come from, and history (its
+// rounds in the batch, a JSON array; null for none).
 var batchColumns = []column{
 	{"id", colText}, {"tenant_id", colText}, {"tenant_slug", colText}, {"method", colText}, {"target", colText},
 	{"principal_issuer", colText}, {"principal_subject", colText}, {"principal_client", colText},
@@ -68,8 +69,11 @@ var batchColumns = []column{
 	{"round", colText},
 }
 
-// tableColumns are flow_batch's columns: a merged flow's row.
-var tableColumns = append(batchColumns[:vRound:vRound], column{"fl", colInt}, column{"history", colText})
+// tableColumns are flow_batch's columns: a merged flow's row, its place
+// in the batch, the round numbers its key and trace come from, and its
+// rounds.
+var tableColumns = append(batchColumns[:vRound:vRound], column{"fl", colInt}, column{"key_rounds", colInt},
+	column{"trace_rounds", colInt}, column{"history", colText})
 
 // Where each value is in a record (batchColumns' order).
 const (
@@ -202,6 +206,7 @@ func (s *Store) WriteEncodedRounds(ctx context.Context, recs [][]byte) (int, err
 	}
 	bb := s.takeBuffer()
 	if err := bb.merge.run(recs); err != nil {
+		s.giveBuffer(bb)
 		return 0, err
 	}
 	var n int
@@ -317,6 +322,9 @@ type valueIndex [recordValues]int32
 
 // index finds rec's values.
 func (ix *valueIndex) index(rec []byte) error {
+	if len(rec) > math.MaxInt32 {
+		return errBadRecord
+	}
 	at := 0
 	for i, col := range batchColumns {
 		if len(rec)-at < 4 {
@@ -324,9 +332,12 @@ func (ix *valueIndex) index(rec []byte) error {
 		}
 		size := int32(binary.BigEndian.Uint32(rec[at:]))
 		at += 4
-		if size < 0 {
+		if size == -1 && (i == vWaiting || i == vExpires || i == vRound) {
 			ix[i] = -1
 			continue
+		}
+		if size < 0 {
+			return errBadRecord // a null where EncodeRound writes none
 		}
 		if int(size) > len(rec)-at || (col.typ != colText && size != 8) {
 			return errBadRecord
@@ -393,9 +404,6 @@ func (m *batchMerge) run(recs [][]byte) error {
 		ix := &m.ix[i]
 		if err := ix.index(rec); err != nil {
 			return err
-		}
-		if ix[vID] < 0 || ix[vRounds] < 0 || ix[vStarted] < 0 || ix[vUpdated] < 0 {
-			return errBadRecord
 		}
 		r := int32(i)
 		m.next[i] = -1
@@ -496,6 +504,8 @@ func (m *batchMerge) rows(w rowWriter, recs [][]byte, start, max int) int {
 		}
 		fl := int64(start + n + 1)
 		w.number(colInt, fl)
+		w.number(colInt, m.n(recs, f.keyed))
+		w.number(colInt, m.n(recs, f.traced))
 		if f.rounds < 0 {
 			w.history(nil, nil, fl, nil)
 		} else {
@@ -684,17 +694,36 @@ func newBatchSQL(d Dialect) batchSQL {
 	}
 	into := "INSERT INTO flows (" + strings.Join(flow, ", ") + ", seq) SELECT "
 	const intoRounds = "INSERT INTO flow_rounds (flow_id, seq, tenant_id, rounds) SELECT "
-	if d == SQLite {
-		var flows strings.Builder
-		flows.WriteString(into)
+	// selectFlow reads the flow's row from the batch (col names a
+	// column), b, joined to the flow's stored row, f. A key or trace
+	// from a round older than the stored row's newest (a late replica's
+	// round, first in its batch) is left out, as it would be written on
+	// its own: the stored one stays.
+	selectFlow := func(col func(i int) string, seq string) string {
+		var b strings.Builder
+		b.WriteString(into)
 		for i := range vRound {
-			fmt.Fprintf(&flows, "value->>'$[%d]', ", i)
+			switch i {
+			case vKey, vTrace:
+				from := vRound + 1 // key_rounds
+				if i == vTrace {
+					from++
+				}
+				fmt.Fprintf(&b, "CASE WHEN %s >= COALESCE(f.rounds, 0) THEN %s ELSE '' END, ", col(from), col(i))
+			default:
+				b.WriteString(col(i) + ", ")
+			}
 		}
-		// "WHERE true" tells SQLite's parser the ON that follows starts
-		// the upsert.
-		fmt.Fprintf(&flows, "CAST(? AS BIGINT) + value->>'$[%d]' FROM json_each(?) WHERE true", vRound)
+		b.WriteString(seq)
+		return b.String()
+	}
+	if d == SQLite {
+		col := func(i int) string { return fmt.Sprintf("b.value->>'$[%d]'", i) }
 		return batchSQL{
-			flows:  flows.String() + flowUpsert,
+			// "WHERE true" tells SQLite's parser the ON that follows
+			// starts the upsert.
+			flows: selectFlow(col, "CAST(? AS BIGINT) + "+col(vRound)) +
+				" FROM json_each(?) AS b LEFT JOIN flows f ON f.id = " + col(vID) + " WHERE true" + flowUpsert,
 			rounds: intoRounds + "value->>'$[0]', CAST(? AS BIGINT) + value->>'$[1]', value->>'$[2]', value->>'$[3]' FROM json_each(?)",
 		}
 	}
@@ -717,7 +746,8 @@ func newBatchSQL(d Dialect) batchSQL {
 		// client hands it over empty).
 		create: "CREATE TEMP TABLE IF NOT EXISTS " + table + " (" + strings.Join(defs, ", ") + ") ON COMMIT DELETE ROWS",
 		fill:   "COPY " + table + " (" + strings.Join(cols, ", ") + ") FROM STDIN (FORMAT binary)",
-		flows:  into + strings.Join(flow, ", ") + ", " + seq + " FROM " + table + flowUpsert,
+		flows: selectFlow(func(i int) string { return "b." + tableColumns[i].name }, "CAST($1 AS BIGINT) + b.fl") +
+			" FROM " + table + " b LEFT JOIN flows f ON f.id = b.id" + flowUpsert,
 		rounds: intoRounds + "id, " + seq + ", tenant_id, history FROM " + table + " WHERE history IS NOT NULL",
 	}
 }

@@ -63,8 +63,9 @@ func TestARecordHoldsEachValueUnderItsColumn(t *testing.T) {
 	}
 }
 
-// TestAMalformedRecordIsRefusedNotRead: a record cut short, grown, or
-// with a number of the wrong size is refused as a whole.
+// TestAMalformedRecordIsRefusedNotRead: a record cut short, grown, with
+// a number of the wrong size or a null where none belongs is refused as
+// a whole.
 func TestAMalformedRecordIsRefusedNotRead(t *testing.T) {
 	w := RoundWrite{Flow: Flow{ID: "fl_1", TenantID: "t", State: FlowCompleted, StartedAt: time.Now(), UpdatedAt: time.Now()},
 		Round: FlowRound{N: 2}}
@@ -74,6 +75,9 @@ func TestAMalformedRecordIsRefusedNotRead(t *testing.T) {
 		"cut short":     good[:len(good)-3],
 		"one byte more": append(bytes.Clone(good), 0),
 		"a long length": append([]byte{0x7f, 0xff, 0xff, 0xff}, good[4:]...),
+		// the id ("fl_1") null, which EncodeRound never writes
+		"a null id": append([]byte{0xff, 0xff, 0xff, 0xff}, good[8:]...),
+		"a length below -1": append([]byte{0xff, 0xff, 0xff, 0xfe}, good[8:]...),
 		// rounds (an integer) claiming 4 bytes
 		"a short number": func() []byte {
 			var ix valueIndex

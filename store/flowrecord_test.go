@@ -188,11 +188,24 @@ func TestAFlowsValuesComeFromItsNewestRounds(t *testing.T) {
 			r3 := round("fl_r", 3, store.FlowRejected, t0.Add(3*time.Second))
 			r3.Flow.KeyID, r3.Flow.Detail = "", "expired"
 			r2 := round("fl_r", 2, store.FlowAwaitingInput, t0.Add(2*time.Second))
+			// A flow whose stored row is at round 4 (key kB, trace tB):
+			// this batch brings round 3 late (its own key and trace) and a
+			// refused round 5 with neither. Written one by one, round 3
+			// moves nothing and round 5 leaves the key and trace as stored.
+			x4 := round("fl_x", 4, store.FlowAwaitingInput, t0)
+			x4.Flow.KeyID, x4.Flow.TraceID = "kB", "tB"
+			if _, err := st.WriteRounds(ctx, []store.RoundWrite{x4}); err != nil {
+				t.Fatal(err)
+			}
+			x3 := round("fl_x", 3, store.FlowAwaitingInput, t0)
+			x3.Flow.KeyID, x3.Flow.TraceID = "kA", "tA"
+			x5 := round("fl_x", 5, store.FlowRejected, t0.Add(5*time.Second))
+			x5.Flow.KeyID = ""
 			last, err := st.LastFlowChange(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n, err := st.WriteRounds(ctx, []store.RoundWrite{ask, late3, mark, running, r1, late2, r3, done, r2}); err != nil || n != 4 {
+			if n, err := st.WriteRounds(ctx, []store.RoundWrite{ask, late3, mark, running, r1, late2, r3, done, r2, x3, x5}); err != nil || n != 5 {
 				t.Fatalf("write: %d changes, %v; want one per flow", n, err)
 			}
 			k, kr, err := st.GetFlow(ctx, "fl_k")
@@ -227,6 +240,9 @@ func TestAFlowsValuesComeFromItsNewestRounds(t *testing.T) {
 			}
 			if r, _, err := st.GetFlow(ctx, "fl_r"); err != nil || r.State != store.FlowRejected || r.KeyID != "k1" || r.Detail != "expired" || r.Rounds != 3 {
 				t.Errorf("fl_r, a late round with a key behind a refused one: %v %+v", err, r)
+			}
+			if x, _, err := st.GetFlow(ctx, "fl_x"); err != nil || x.State != store.FlowRejected || x.KeyID != "kB" || x.TraceID != "tB" || x.Rounds != 5 {
+				t.Errorf("fl_x, a late round with a key first in its batch: %v %+v", err, x)
 			}
 			if m, _, err := st.GetFlow(ctx, "fl_m"); err != nil || m.State != store.FlowRunning || m.Seq != last+3 {
 				t.Errorf("fl_m, a running mark alone: %v %+v", err, m)
