@@ -76,7 +76,7 @@ func TestAMalformedRecordIsRefusedNotRead(t *testing.T) {
 		"one byte more": append(bytes.Clone(good), 0),
 		"a long length": append([]byte{0x7f, 0xff, 0xff, 0xff}, good[4:]...),
 		// the id ("fl_1") null, which EncodeRound never writes
-		"a null id": append([]byte{0xff, 0xff, 0xff, 0xff}, good[8:]...),
+		"a null id":         append([]byte{0xff, 0xff, 0xff, 0xff}, good[8:]...),
 		"a length below -1": append([]byte{0xff, 0xff, 0xff, 0xfe}, good[8:]...),
 		// rounds (an integer) claiming 4 bytes
 		"a short number": func() []byte {
