@@ -51,16 +51,13 @@ func recorded(rd *tenants.Round, running bool) bool {
 	return running || rd.StateIn.Outcome == tenants.StateRejected || rd.InFlow()
 }
 
-// write fills w, a zero RoundWrite, with what the record stores of a
-// round; it reports false for a round that belongs to no flow. The
-// round's documents are written into *docs, space the caller reuses; w
-// points into it and into rd, so it is encoded before either changes.
-// w is filled in place: a RoundWrite is most of a kilobyte, copied twice
-// over when built and returned by value.
-func write(w *store.RoundWrite, rd *tenants.Round, replica string, running bool, docs *[]byte) bool {
-	if !recorded(rd, running) {
-		return false
-	}
+// write fills w, a zero RoundWrite, with what the record stores of rd,
+// a round the record keeps (see recorded). The round's documents are
+// written into *docs, space the caller reuses; w points into it and into
+// rd, so it is encoded before either changes. w is filled in place: a
+// RoundWrite is most of a kilobyte, copied twice over when built and
+// returned by value.
+func write(w *store.RoundWrite, rd *tenants.Round, replica string, running bool, docs *[]byte) {
 	w.Running = running
 	f, r := &w.Flow, &w.Round
 	f.ID, f.TenantID, f.TenantSlug = rd.FlowID, rd.TenantID, rd.Tenant
@@ -91,7 +88,7 @@ func write(w *store.RoundWrite, rd *tenants.Round, replica string, running bool,
 	}
 	r.N = rd.Number
 	if running {
-		return true
+		return
 	}
 	r.ArrivedAt, r.EndedAt = rd.Arrived, rd.Ended
 	r.ServerUS = rd.Ended.Sub(rd.Arrived).Microseconds()
@@ -108,7 +105,6 @@ func write(w *store.RoundWrite, rd *tenants.Round, replica string, running bool,
 	if len(rd.Answers) > 0 {
 		r.Answers = jsonRaw(rd.Answers)
 	}
-	return true
 }
 
 // flowState is the state a round leaves its flow in, and the error or

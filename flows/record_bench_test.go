@@ -51,10 +51,11 @@ func BenchmarkWrite(b *testing.B) {
 			rd      *tenants.Round
 			running bool
 		}{{ask, false}, {done, true}, {done, false}} {
-			w = store.RoundWrite{}
-			if !write(&w, h.rd, "platform-0", h.running, &docs) {
+			if !recorded(h.rd, h.running) {
 				b.Fatal("not recorded")
 			}
+			w = store.RoundWrite{}
+			write(&w, h.rd, "platform-0", h.running, &docs)
 			rec = store.EncodeRound(rec[:0], &w)
 		}
 	}

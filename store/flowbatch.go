@@ -197,7 +197,7 @@ func (s *Store) WriteRounds(ctx context.Context, writes []RoundWrite) (int, erro
 // one per flow, however many of its rounds the batch holds (a fast
 // client's rounds often share one). A flow's row is created by its first
 // round and advanced by later ones, the batch's rounds of one flow merged
-// first (see mergeBatch). A round older than the row's latest (written
+// first (see batchMerge). A round older than the row's latest (written
 // late by another replica) adds its round and its times but does not
 // move the state back, and a cancelled flow stays cancelled.
 func (s *Store) WriteEncodedRounds(ctx context.Context, recs [][]byte) (int, error) {
@@ -450,6 +450,37 @@ func (m *batchMerge) run(recs [][]byte) error {
 	return nil
 }
 
+// computed is the flow's value v where the merge computes it (times
+// bounded, durations summed).
+func (f *mergedFlow) computed(v int) (int64, bool) {
+	switch v {
+	case vStarted:
+		return f.started, true
+	case vUpdated:
+		return f.updated, true
+	case vServerUS:
+		return f.serverUS, true
+	case vClientWaitUS:
+		return f.waitUS, true
+	}
+	return 0, false
+}
+
+// source is the record the flow's value v is copied from.
+func (f *mergedFlow) source(v int) int32 {
+	switch v {
+	case vClientName, vClientVersion:
+		return f.named
+	case vState, vRounds, vPending, vReplica, vDetail, vWaiting, vExpires:
+		return f.newest
+	case vKey:
+		return f.keyed
+	case vTrace:
+		return f.traced
+	}
+	return f.first
+}
+
 // n is record r's round number.
 func (m *batchMerge) n(recs [][]byte, r int32) int64 { return number(recs[r], m.ix[r][vRounds]) }
 
@@ -477,29 +508,11 @@ func (m *batchMerge) rows(w rowWriter, recs [][]byte, start, max int) int {
 		}
 		w.row()
 		for v := range vRound {
-			pick := f.first
-			switch v {
-			case vClientName, vClientVersion:
-				pick = f.named
-			case vState, vRounds, vPending, vReplica, vDetail, vWaiting, vExpires:
-				pick = f.newest
-			case vKey:
-				pick = f.keyed
-			case vTrace:
-				pick = f.traced
-			case vStarted:
-				w.number(colTime, f.started)
-				continue
-			case vUpdated:
-				w.number(colTime, f.updated)
-				continue
-			case vServerUS:
-				w.number(colInt, f.serverUS)
-				continue
-			case vClientWaitUS:
-				w.number(colInt, f.waitUS)
+			if x, ok := f.computed(v); ok {
+				w.number(batchColumns[v].typ, x)
 				continue
 			}
+			pick := f.source(v)
 			w.value(batchColumns[v].typ, value(recs[pick], m.ix[pick][v]))
 		}
 		fl := int64(start + n + 1)
@@ -520,6 +533,21 @@ func (m *batchMerge) rows(w rowWriter, recs [][]byte, start, max int) int {
 		n++
 	}
 	return n
+}
+
+// appendHistory appends a flow's rounds, each a JSON object, as the JSON
+// array flow_rounds keeps.
+func appendHistory(b []byte, rounds func(yield func([]byte) bool)) []byte {
+	b = append(b, '[')
+	first := true
+	for r := range rounds {
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = append(b, r...)
+	}
+	return append(b, ']')
 }
 
 // copyRows writes rows as a binary COPY stream.
@@ -558,14 +586,7 @@ func (c *copyRows) history(_, _ []byte, _ int64, rounds func(yield func([]byte) 
 		return
 	}
 	at := len(c.b)
-	c.b = append(c.b, 0, 0, 0, 0, '[')
-	for r := range rounds {
-		if len(c.b) > at+5 {
-			c.b = append(c.b, ',')
-		}
-		c.b = append(c.b, r...)
-	}
-	c.b = append(c.b, ']')
+	c.b = appendHistory(append(c.b, 0, 0, 0, 0), rounds)
 	binary.BigEndian.PutUint32(c.b[at:], uint32(len(c.b)-at-4))
 }
 
@@ -634,14 +655,7 @@ func (j *jsonRows) history(id, tenant []byte, fl int64, rounds func(yield func([
 	if rounds == nil {
 		return
 	}
-	j.scratch = append(j.scratch[:0], '[')
-	for r := range rounds {
-		if len(j.scratch) > 1 {
-			j.scratch = append(j.scratch, ',')
-		}
-		j.scratch = append(j.scratch, r...)
-	}
-	j.scratch = append(j.scratch, ']')
+	j.scratch = appendHistory(j.scratch[:0], rounds)
 	if len(j.h) == 0 {
 		j.h = append(j.h, '[')
 	} else {
