@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
 // eachDialect runs f against a fresh platform on SQLite and on PostgreSQL.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/opsmcp/platform/api"
 	"github.com/opsmcp/platform/config"
-	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/server"
 	"github.com/opsmcp/platform/store"
 )

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
 func validTool(name string) map[string]any {

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/opsmcp/platform/config"
-	"github.com/opsmcp/platform/internal/oidctest"
-	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/testkit/oidctest"
+	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
 // caller is one admin credential: a bearer token or a signed-in

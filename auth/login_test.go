@@ -16,11 +16,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opsmcp/platform/internal/oidctest"
+	"github.com/opsmcp/platform/testkit/oidctest"
 )
 
 // The sign-in runs against a real OpenID Provider on loopback
-// (internal/oidctest), which checks PKCE and issues real ID tokens.
+// (testkit/oidctest), which checks PKCE and issues real ID tokens.
 
 var loginClients atomic.Int32
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/egress"
-	"github.com/opsmcp/platform/internal/oidctest"
+	"github.com/opsmcp/platform/testkit/oidctest"
 )
 
 const (

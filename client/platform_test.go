@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/client"
-	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/webhook"

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/config"
-	"github.com/opsmcp/platform/internal/platformtest"
-	"github.com/opsmcp/platform/internal/testwait"
+	"github.com/opsmcp/platform/testkit/platformtest"
+	"github.com/opsmcp/platform/testkit/testwait"
 	"github.com/opsmcp/platform/webhook"
 )
 

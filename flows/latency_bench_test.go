@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/config"
-	"github.com/opsmcp/platform/internal/platformtest"
-	"github.com/opsmcp/platform/internal/testwait"
+	"github.com/opsmcp/platform/testkit/platformtest"
+	"github.com/opsmcp/platform/testkit/testwait"
 )
 
 // BenchmarkChangeReachesAnotherReplica measures the time from a round's

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/flows"
-	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
 // BenchmarkRecorder is the whole of recording as this process pays for

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/flows"
-	"github.com/opsmcp/platform/internal/platformtest"
-	"github.com/opsmcp/platform/internal/testwait"
+	"github.com/opsmcp/platform/testkit/platformtest"
+	"github.com/opsmcp/platform/testkit/testwait"
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/store"
 	"github.com/opsmcp/platform/tenants"

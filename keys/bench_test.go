@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/opsmcp/platform/internal/platformtest"
-	"github.com/opsmcp/platform/internal/vaulttest"
+	"github.com/opsmcp/platform/testkit/platformtest"
+	"github.com/opsmcp/platform/testkit/vaulttest"
 	"github.com/opsmcp/platform/keys"
 	"github.com/opsmcp/platform/mrtr"
 )

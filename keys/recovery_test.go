@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opsmcp/platform/internal/platformtest"
-	"github.com/opsmcp/platform/internal/testwait"
+	"github.com/opsmcp/platform/testkit/platformtest"
+	"github.com/opsmcp/platform/testkit/testwait"
 	"github.com/opsmcp/platform/keys"
 	"github.com/opsmcp/platform/mrtr"
 )

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/config"
-	"github.com/opsmcp/platform/internal/platformtest"
-	"github.com/opsmcp/platform/internal/vaulttest"
+	"github.com/opsmcp/platform/testkit/platformtest"
+	"github.com/opsmcp/platform/testkit/vaulttest"
 	"github.com/opsmcp/platform/keys"
 	"github.com/opsmcp/platform/webhook"
 )

@@ -18,8 +18,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/opsmcp/platform/internal/platformtest"
-	"github.com/opsmcp/platform/internal/vaulttest"
+	"github.com/opsmcp/platform/testkit/platformtest"
+	"github.com/opsmcp/platform/testkit/vaulttest"
 	"github.com/opsmcp/platform/keys"
 	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/store"

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/opsmcp/platform/config"
-	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/server"
 )
 

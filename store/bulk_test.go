@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/store"
 )
 

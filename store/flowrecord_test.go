@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/internal/jsontext"
-	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/store"
 )
 

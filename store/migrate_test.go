@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/migrations"
 	"github.com/opsmcp/platform/store"
 )

@@ -14,7 +14,7 @@ import (
 	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/opsmcp/platform/internal/testwait"
+	"github.com/opsmcp/platform/testkit/testwait"
 )
 
 // metricsReceiver is an OTLP/HTTP metrics endpoint that decodes what it

@@ -17,8 +17,8 @@ import (
 
 	"github.com/opsmcp/platform/auth"
 	"github.com/opsmcp/platform/egress"
-	"github.com/opsmcp/platform/internal/oidctest"
-	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/testkit/oidctest"
+	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/server"
 )
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/opsmcp/platform/internal/bounded"
-	"github.com/opsmcp/platform/internal/platformtest"
-	"github.com/opsmcp/platform/internal/testwait"
+	"github.com/opsmcp/platform/testkit/platformtest"
+	"github.com/opsmcp/platform/testkit/testwait"
 	"github.com/opsmcp/platform/tenants"
 )
 

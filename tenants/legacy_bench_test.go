@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
 // legacySession initializes a 2025-11-25 session that may elicit forms.

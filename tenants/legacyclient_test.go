@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
 // legacyClient is a minimal initialization-era (2025-11-25) client

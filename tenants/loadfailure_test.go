@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/config"
-	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
 // TestATenantThatCannotLoadIsReadOncePerInterval: a tenant whose

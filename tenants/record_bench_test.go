@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/opsmcp/platform/config"
-	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/server"
 	"github.com/opsmcp/platform/telemetry"
 )

@@ -22,7 +22,7 @@ import (
 
 	"github.com/opsmcp/platform/catalogue"
 	"github.com/opsmcp/platform/config"
-	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/store"
 )
 

@@ -17,8 +17,8 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/opsmcp/platform/config"
-	"github.com/opsmcp/platform/internal/platformtest"
-	"github.com/opsmcp/platform/internal/testwait"
+	"github.com/opsmcp/platform/testkit/platformtest"
+	"github.com/opsmcp/platform/testkit/testwait"
 )
 
 // mintingIssuer is an OpenID issuer on loopback that serves discovery and

@@ -12,10 +12,10 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/opsmcp/platform/config"
-	"github.com/opsmcp/platform/internal/browsertest"
-	"github.com/opsmcp/platform/internal/oidctest"
-	"github.com/opsmcp/platform/internal/platformtest"
-	"github.com/opsmcp/platform/internal/testwait"
+	"github.com/opsmcp/platform/testkit/browsertest"
+	"github.com/opsmcp/platform/testkit/oidctest"
+	"github.com/opsmcp/platform/testkit/platformtest"
+	"github.com/opsmcp/platform/testkit/testwait"
 	"github.com/opsmcp/platform/webhook"
 )
 

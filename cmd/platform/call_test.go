@@ -16,8 +16,8 @@ import (
 
 	"github.com/creack/pty"
 
-	"github.com/opsmcp/platform/internal/platformtest"
-	"github.com/opsmcp/platform/internal/testwait"
+	"github.com/opsmcp/platform/testkit/platformtest"
+	"github.com/opsmcp/platform/testkit/testwait"
 	"github.com/opsmcp/platform/webhook"
 )
 

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/config"
-	"github.com/opsmcp/platform/internal/demo"
-	"github.com/opsmcp/platform/internal/devissuer"
+	"github.com/opsmcp/platform/cmd/platform/internal/demo"
+	"github.com/opsmcp/platform/cmd/platform/internal/devissuer"
 	"github.com/opsmcp/platform/server"
 )
 

@@ -23,8 +23,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/opsmcp/platform/client"
-	"github.com/opsmcp/platform/internal/browsertest"
-	"github.com/opsmcp/platform/internal/testwait"
+	"github.com/opsmcp/platform/testkit/browsertest"
+	"github.com/opsmcp/platform/testkit/testwait"
 )
 
 // devProcess is `platform dev` running as a child process, and what its

@@ -16,7 +16,7 @@ import (
 
 	"github.com/opsmcp/platform/auth"
 	"github.com/opsmcp/platform/catalogue"
-	"github.com/opsmcp/platform/internal/demo"
+	"github.com/opsmcp/platform/cmd/platform/internal/demo"
 )
 
 // adminCaller calls the admin API over HTTP, as any admin would.

@@ -24,9 +24,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/opsmcp/platform/config"
-	"github.com/opsmcp/platform/internal/platformtest"
-	"github.com/opsmcp/platform/internal/testwait"
-	"github.com/opsmcp/platform/internal/vaulttest"
+	"github.com/opsmcp/platform/testkit/platformtest"
+	"github.com/opsmcp/platform/testkit/testwait"
+	"github.com/opsmcp/platform/testkit/vaulttest"
 	"github.com/opsmcp/platform/keys"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
 // TestExampleBackendServesItsToolsThroughThePlatform registers the

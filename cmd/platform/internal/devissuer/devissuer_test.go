@@ -25,7 +25,7 @@ import (
 
 	"github.com/opsmcp/platform/auth"
 	"github.com/opsmcp/platform/egress"
-	"github.com/opsmcp/platform/internal/devissuer"
+	"github.com/opsmcp/platform/cmd/platform/internal/devissuer"
 )
 
 const (

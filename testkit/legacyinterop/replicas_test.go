@@ -22,8 +22,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opsmcp/platform/internal/platformtest"
-	"github.com/opsmcp/platform/internal/testwait"
+	"github.com/opsmcp/platform/testkit/platformtest"
+	"github.com/opsmcp/platform/testkit/testwait"
 )
 
 // The fleet tests run real platform processes (the binary built from

@@ -8,7 +8,7 @@ import (
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
-	"github.com/opsmcp/platform/internal/otlpreceiver"
+	"github.com/opsmcp/platform/testkit/otlpreceiver"
 )
 
 // spanFacts is what the fleet keeps of one exported span.

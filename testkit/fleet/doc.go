@@ -2,7 +2,7 @@
 // replicas of the platform built from this repository, behind HAProxy
 // (round-robin per request, no stickiness), on a PostgreSQL cluster and
 // a Vault of their own, exporting spans and metrics over OTLP/HTTP to a
-// receiver in the driver (internal/otlpreceiver) and calling a tenant
+// receiver in the driver (testkit/otlpreceiver) and calling a tenant
 // webhook in the driver. Everything listens on loopback, on free ports.
 //
 // The driver runs Concurrency flows at a time for the configured

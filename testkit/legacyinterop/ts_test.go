@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opsmcp/platform/internal/platformtest"
-	"github.com/opsmcp/platform/internal/testwait"
+	"github.com/opsmcp/platform/testkit/platformtest"
+	"github.com/opsmcp/platform/testkit/testwait"
 )
 
 // tsSDK returns the folder holding the TypeScript SDK v1's node_modules:

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/client"
-	"github.com/opsmcp/platform/internal/demo"
-	"github.com/opsmcp/platform/internal/platformtest"
+	"github.com/opsmcp/platform/cmd/platform/internal/demo"
+	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/webhook"
 )
 

@@ -4,7 +4,7 @@
 // It prints one line per scenario and a last line "N passed, N failed",
 // and exits non-zero on any failure. scripts/conformance installs the
 // suite and Node 22 and then runs this. With --client it runs the client
-// scenarios against internal/conformance/client instead.
+// scenarios against testkit/conformance/client instead.
 package main
 
 import (
@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/config"
-	"github.com/opsmcp/platform/internal/conformance"
+	"github.com/opsmcp/platform/testkit/conformance"
 	"github.com/opsmcp/platform/server"
 )
 

@@ -9,7 +9,7 @@ import (
 )
 
 // ClientScenarios are the suite's non-auth client scenarios at
-// 2026-07-28, run against internal/conformance/client, the Go client
+// 2026-07-28, run against testkit/conformance/client, the Go client
 // under test.
 var ClientScenarios = []string{
 	"sep-2322-client-request-state", "tools_call", "request-metadata",
@@ -33,7 +33,7 @@ func runClient(node, cli, only string, verbose bool, keep string) int {
 		out = filepath.Join(work, "results")
 	}
 	bin := filepath.Join(work, "conformance-client")
-	build := exec.Command("go", "build", "-o", bin, "./internal/conformance/client")
+	build := exec.Command("go", "build", "-o", bin, "./testkit/conformance/client")
 	if b, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "conformance: building the client: %v\n%s", err, b)
 		return 1

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/opsmcp/platform/internal/fleet"
+	"github.com/opsmcp/platform/testkit/fleet"
 )
 
 func main() {
