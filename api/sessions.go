@@ -12,7 +12,7 @@ import (
 )
 
 // SessionAdmin ends legacy (initialization-era) client sessions on every
-// replica (a *tenants.Endpoint).
+// replica (a *endpoint.Handler).
 type SessionAdmin interface {
 	// EndSession ends one session by its id; store.ErrNotFound when the
 	// tenant has no such live session.

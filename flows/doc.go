@@ -3,7 +3,7 @@
 // flow's state derived from its rounds (awaiting input, running,
 // completed, failed, cancelled, expired, rejected).
 //
-// The Recorder is a tenants.RoundSink: rounds go into a bounded queue
+// The Recorder is a endpoint.RoundSink: rounds go into a bounded queue
 // and are written in batches, so serving never waits on the record (a
 // full queue drops, counted and logged). Each write numbers its changes
 // in commit order across the fleet; the Watcher follows them, prompted

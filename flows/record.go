@@ -11,7 +11,7 @@ import (
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/store"
-	"github.com/opsmcp/platform/tenants"
+	"github.com/opsmcp/platform/endpoint"
 )
 
 // maxQuestionText caps a question's text as recorded.
@@ -44,11 +44,11 @@ type urlQuestion struct {
 
 // recorded reports whether the record keeps rd: a round of a
 // multi-round flow, or a refused state that names its flow.
-func recorded(rd *tenants.Round, running bool) bool {
+func recorded(rd *endpoint.Round, running bool) bool {
 	if rd.FlowID == "" || rd.Tenant == "" {
 		return false
 	}
-	return running || rd.StateIn.Outcome == tenants.StateRejected || rd.InFlow()
+	return running || rd.StateIn.Outcome == endpoint.StateRejected || rd.InFlow()
 }
 
 // write fills w, a zero RoundWrite, with what the record stores of rd,
@@ -57,7 +57,7 @@ func recorded(rd *tenants.Round, running bool) bool {
 // rd, so it is encoded before either changes. w is filled in place: a
 // RoundWrite is most of a kilobyte, copied twice over when built and
 // returned by value.
-func write(w *store.RoundWrite, rd *tenants.Round, replica string, running bool, docs *[]byte) {
+func write(w *store.RoundWrite, rd *endpoint.Round, replica string, running bool, docs *[]byte) {
 	w.Running = running
 	f, r := &w.Flow, &w.Round
 	f.ID, f.TenantID, f.TenantSlug = rd.FlowID, rd.TenantID, rd.Tenant
@@ -109,11 +109,11 @@ func write(w *store.RoundWrite, rd *tenants.Round, replica string, running bool,
 
 // flowState is the state a round leaves its flow in, and the error or
 // rejection class that explains it.
-func flowState(rd *tenants.Round, running bool) (state, detail string) {
+func flowState(rd *endpoint.Round, running bool) (state, detail string) {
 	switch {
 	case running:
 		return store.FlowRunning, ""
-	case rd.StateIn.Outcome == tenants.StateRejected:
+	case rd.StateIn.Outcome == endpoint.StateRejected:
 		return store.FlowRejected, rd.StateIn.Reason
 	case rd.ErrorCode != 0:
 		return store.FlowFailed, strconv.Itoa(rd.ErrorCode)
@@ -147,12 +147,12 @@ func pendingKinds(asked map[string]mrtr.InputRequest) string {
 
 // roundDocuments appends to b what a round asked (an array of Question),
 // who called ({issuer, subject, client}, never a token), with which
-// client (tenants.ClientInfo) and how its webhook went ({kind, outcome,
+// client (endpoint.ClientInfo) and how its webhook went ({kind, outcome,
 // failed, status, durationMs}), and returns b and each document, in it.
 // It is written by hand because it runs for every round: encoding/json's
 // reflection, and its re-validation of each question's params, cost the
 // serving process more than the rest of recording.
-func roundDocuments(b []byte, rd *tenants.Round) (_ []byte, asked, principal, client, webhook json.RawMessage) {
+func roundDocuments(b []byte, rd *endpoint.Round) (_ []byte, asked, principal, client, webhook json.RawMessage) {
 	size := 160 + len(rd.Client.Name) + len(rd.Client.Version)
 	if p := rd.Principal; p != nil {
 		size += len(p.Issuer) + len(p.Subject) + len(p.Client)

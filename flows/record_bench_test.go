@@ -9,31 +9,31 @@ import (
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/store"
-	"github.com/opsmcp/platform/tenants"
+	"github.com/opsmcp/platform/endpoint"
 )
 
 // benchRounds are a two-round flow's rounds as the serving path hands
 // them to the recorder: the first asks a form question, the second
 // completes.
-func benchRounds() (ask, done *tenants.Round) {
+func benchRounds() (ask, done *endpoint.Round) {
 	now := time.Now()
 	p := &auth.Principal{Issuer: "https://id.example.com", Subject: "user-4711", Client: "desktop-app"}
-	ask = &tenants.Round{FlowID: "fl_AAAAAAAAAAAAAAAA", TenantID: "tn_1", Tenant: "acme", Method: mcp.MethodToolsCall,
-		Target: "deploy", Era: "2026-07-28", Client: tenants.ClientInfo{Name: "claude-desktop", Version: "1.4.2"},
+	ask = &endpoint.Round{FlowID: "fl_AAAAAAAAAAAAAAAA", TenantID: "tn_1", Tenant: "acme", Method: mcp.MethodToolsCall,
+		Target: "deploy", Era: "2026-07-28", Client: endpoint.ClientInfo{Name: "claude-desktop", Version: "1.4.2"},
 		Principal: p, Number: 1, Arrived: now, Ended: now.Add(300 * time.Microsecond), FlowStart: now,
 		ResultType: mcp.ResultTypeInputRequired,
-		StateOut:   tenants.StateSeal{KeyID: "acme-3", Expires: now.Add(10 * time.Minute)},
+		StateOut:   endpoint.StateSeal{KeyID: "acme-3", Expires: now.Add(10 * time.Minute)},
 		Asked: map[string]mrtr.InputRequest{"environment": {Method: "elicitation/create",
 			Params: json.RawMessage(`{"mode":"form","message":"Which environment should the deployment go to?","requestedSchema":{"type":"object","properties":{"environment":{"type":"string","enum":["staging","production"]}},"required":["environment"]}}`)}},
-		Webhook: &tenants.WebhookCall{Kind: "tool", Outcome: "input_required", Status: 200, Duration: 900 * time.Microsecond}}
+		Webhook: &endpoint.WebhookCall{Kind: "tool", Outcome: "input_required", Status: 200, Duration: 900 * time.Microsecond}}
 	d := *ask
 	done = &d
 	done.Number, done.ResultType, done.Asked = 2, mcp.ResultTypeComplete, nil
-	done.StateIn = tenants.StateCheck{Outcome: tenants.StateVerified, KeyID: "acme-3"}
-	done.StateOut = tenants.StateSeal{}
+	done.StateIn = endpoint.StateCheck{Outcome: endpoint.StateVerified, KeyID: "acme-3"}
+	done.StateOut = endpoint.StateSeal{}
 	done.PreviousEnded, done.Arrived = ask.Ended, ask.Ended.Add(40*time.Millisecond)
 	done.Ended = done.Arrived.Add(250 * time.Microsecond)
-	done.Webhook = &tenants.WebhookCall{Kind: "tool", Outcome: "complete", Status: 200, Duration: 800 * time.Microsecond}
+	done.Webhook = &endpoint.WebhookCall{Kind: "tool", Outcome: "complete", Status: 200, Duration: 800 * time.Microsecond}
 	return ask, done
 }
 
@@ -48,7 +48,7 @@ func BenchmarkWrite(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, h := range [...]struct {
-			rd      *tenants.Round
+			rd      *endpoint.Round
 			running bool
 		}{{ask, false}, {done, true}, {done, false}} {
 			if !recorded(h.rd, h.running) {

@@ -12,7 +12,7 @@ import (
 	"github.com/opsmcp/platform/internal/bounded"
 	"github.com/opsmcp/platform/internal/jsontext"
 	"github.com/opsmcp/platform/mrtr"
-	"github.com/opsmcp/platform/tenants"
+	"github.com/opsmcp/platform/endpoint"
 )
 
 // webhookFacts is a round's delivery as the record keeps it (the reference encoding's shape).
@@ -33,9 +33,9 @@ type principalFacts struct {
 
 // referenceDocuments is what roundDocuments must produce, by
 // encoding/json over the record's documented shapes (Question,
-// principalFacts, tenants.ClientInfo, webhookFacts). Strings go in as
+// principalFacts, endpoint.ClientInfo, webhookFacts). Strings go in as
 // the record stores text (jsontext.Text: no NUL, valid UTF-8).
-func referenceDocuments(t *testing.T, rd *tenants.Round) (asked, principal, client, webhook any) {
+func referenceDocuments(t *testing.T, rd *endpoint.Round) (asked, principal, client, webhook any) {
 	t.Helper()
 	decode := func(v any) any {
 		b, err := json.Marshal(v)
@@ -70,7 +70,7 @@ func referenceDocuments(t *testing.T, rd *tenants.Round) (asked, principal, clie
 	if p := rd.Principal; p != nil {
 		principal = decode(principalFacts{Issuer: jsontext.Text(p.Issuer), Subject: jsontext.Text(p.Subject), Client: jsontext.Text(p.Client)})
 	}
-	client = decode(tenants.ClientInfo{Name: jsontext.Text(rd.Client.Name), Version: jsontext.Text(rd.Client.Version)})
+	client = decode(endpoint.ClientInfo{Name: jsontext.Text(rd.Client.Name), Version: jsontext.Text(rd.Client.Version)})
 	if wh := rd.Webhook; wh != nil {
 		webhook = decode(webhookFacts{Kind: jsontext.Text(wh.Kind), Outcome: jsontext.Text(wh.Outcome), Failed: wh.Failed,
 			Status: wh.Status, DurationMS: wh.Duration.Milliseconds()})
@@ -81,32 +81,32 @@ func referenceDocuments(t *testing.T, rd *tenants.Round) (asked, principal, clie
 func TestRoundDocumentsReadBackAsEncodingJSONWritesThem(t *testing.T) {
 	awkward := "q\"uote\\ \x00nul \xffbad \u2028 <é>"
 	form := json.RawMessage(`{"message":"Which environment?","requestedSchema":{"type":"object","properties":{"env":{"type":"string","enum":["staging","production"]}}}}`)
-	cases := map[string]*tenants.Round{
+	cases := map[string]*endpoint.Round{
 		"nothing but a client": {},
 		"a form question, a principal, a webhook": {
 			Principal: &auth.Principal{Issuer: "https://id.example.com", Subject: "user-4711", Client: "desktop"},
-			Client:    tenants.ClientInfo{Name: "claude-desktop", Version: "1.4.2"},
+			Client:    endpoint.ClientInfo{Name: "claude-desktop", Version: "1.4.2"},
 			Asked:     map[string]mrtr.InputRequest{"env": {Method: "elicitation/create", Params: form}},
-			Webhook:   &tenants.WebhookCall{Kind: "tool", Outcome: "input_required", Status: 200, Duration: 1830 * time.Microsecond},
+			Webhook:   &endpoint.WebhookCall{Kind: "tool", Outcome: "input_required", Status: 200, Duration: 1830 * time.Microsecond},
 		},
 		"hostile strings everywhere": {
 			Principal: &auth.Principal{Issuer: awkward, Subject: awkward, Client: awkward},
-			Client:    tenants.ClientInfo{Name: awkward, Version: awkward},
+			Client:    endpoint.ClientInfo{Name: awkward, Version: awkward},
 			Asked: map[string]mrtr.InputRequest{
 				awkward: {Method: "elicitation/create", Params: json.RawMessage(`{"message":"\u0000 \"x\" \\ é","requestedSchema":{}}`)},
 			},
-			Webhook: &tenants.WebhookCall{Kind: awkward, Outcome: awkward, Failed: true, Duration: 3 * time.Second},
+			Webhook: &endpoint.WebhookCall{Kind: awkward, Outcome: awkward, Failed: true, Duration: 3 * time.Second},
 		},
 		"every kind at once, keys out of order": {
 			Principal: &auth.Principal{Subject: "only-a-subject"},
-			Client:    tenants.ClientInfo{Version: "9"},
+			Client:    endpoint.ClientInfo{Version: "9"},
 			Asked: map[string]mrtr.InputRequest{
 				"z-form":     {Method: "elicitation/create", Params: json.RawMessage(` { "message" : "spaced" } `)},
 				"a-url":      {Method: "elicitation/create", Params: json.RawMessage(`{"mode":"url","message":"Sign in","url":"https://user:pw@login.example.com/start?code=secret#frag","elicitationId":"e1"}`)},
 				"m-sampling": {Method: "sampling/createMessage", Params: json.RawMessage(`{"messages":[{"role":"user","content":{"type":"text","text":"Summarise"}}],"maxTokens":100}`)},
 				"b-roots":    {Method: "roots/list", Params: json.RawMessage(`{}`)},
 			},
-			Webhook: &tenants.WebhookCall{Kind: "prompt", Outcome: "timeout", Failed: true},
+			Webhook: &endpoint.WebhookCall{Kind: "prompt", Outcome: "timeout", Failed: true},
 		},
 	}
 	for name, rd := range cases {
@@ -146,7 +146,7 @@ func TestRoundDocumentsDoNotShareSpace(t *testing.T) {
 }
 
 func TestAFormQuestionWithInvalidParamsIsRecordedWithoutThem(t *testing.T) {
-	rd := &tenants.Round{Asked: map[string]mrtr.InputRequest{
+	rd := &endpoint.Round{Asked: map[string]mrtr.InputRequest{
 		"bad":  {Method: "elicitation/create", Params: json.RawMessage(`{"message": "unterminated`)},
 		"good": {Method: "elicitation/create", Params: json.RawMessage(`{"message":"fine"}`)},
 	}}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/store"
-	"github.com/opsmcp/platform/tenants"
+	"github.com/opsmcp/platform/endpoint"
 )
 
 // Options configures a Recorder.
@@ -51,7 +51,7 @@ type Options struct {
 const DefaultRetention = 7 * 24 * time.Hour
 
 // Recorder writes every round of every flow into the record. It is a
-// tenants.RoundSink: Round hands it a finished round without waiting, a
+// endpoint.RoundSink: Round hands it a finished round without waiting, a
 // goroutine writes rounds in batches, and a full queue drops (counting
 // and logging the drops) rather than block a request. It also marks
 // flows whose state expired while they waited, prunes the record past
@@ -143,19 +143,19 @@ func (r *Recorder) release(rec *record) {
 	}
 }
 
-// Round implements tenants.RoundSink: the round is encoded and queued,
+// Round implements endpoint.RoundSink: the round is encoded and queued,
 // on the serving goroutine, which never waits for the queue.
-func (r *Recorder) Round(_ context.Context, rd *tenants.Round) {
+func (r *Recorder) Round(_ context.Context, rd *endpoint.Round) {
 	r.enqueue(rd, false)
 }
 
-// Running implements tenants.RunningSink: a mark that the flow is
+// Running implements endpoint.RunningSink: a mark that the flow is
 // calling its webhook.
-func (r *Recorder) Running(_ context.Context, rd *tenants.Round) {
+func (r *Recorder) Running(_ context.Context, rd *endpoint.Round) {
 	r.enqueue(rd, true)
 }
 
-func (r *Recorder) enqueue(rd *tenants.Round, running bool) {
+func (r *Recorder) enqueue(rd *endpoint.Round, running bool) {
 	// Most requests are no flow's (lists, one-round calls): they cost a
 	// check, and a full queue is no drop of theirs.
 	if !recorded(rd, running) {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/store"
-	"github.com/opsmcp/platform/tenants"
+	"github.com/opsmcp/platform/endpoint"
 )
 
 func TestAFullQueueDropsAndCountsWithoutEverBlocking(t *testing.T) {
@@ -16,7 +16,7 @@ func TestAFullQueueDropsAndCountsWithoutEverBlocking(t *testing.T) {
 	// No writer drains this queue: every round beyond its two slots must
 	// be dropped at once, never waited for.
 	r := &Recorder{opts: Options{Replica: "r1", Dropped: func(n int64) { dropped.Add(n) }}, queue: make(chan *record, 2)}
-	rd := &tenants.Round{FlowID: "fl_AAAAAAAAAAAAAAAA", TenantID: "t1", Tenant: "acme", Number: 1,
+	rd := &endpoint.Round{FlowID: "fl_AAAAAAAAAAAAAAAA", TenantID: "t1", Tenant: "acme", Number: 1,
 		ResultType: mcp.ResultTypeInputRequired, Arrived: time.Now(), Ended: time.Now()}
 	done := make(chan struct{})
 	go func() {
@@ -31,7 +31,7 @@ func TestAFullQueueDropsAndCountsWithoutEverBlocking(t *testing.T) {
 	}
 	// A request of no flow (a list, a call answered at once) is no round
 	// of the record: a full queue does not count it as dropped.
-	for _, rd := range []*tenants.Round{
+	for _, rd := range []*endpoint.Round{
 		{TenantID: "t1", Tenant: "acme", Method: mcp.MethodToolsList, Arrived: time.Now(), Ended: time.Now()},
 		{FlowID: "fl_BBBBBBBBBBBBBBBB", TenantID: "t1", Tenant: "acme", Number: 1, ResultType: mcp.ResultTypeComplete},
 	} {
@@ -44,26 +44,26 @@ func TestAFullQueueDropsAndCountsWithoutEverBlocking(t *testing.T) {
 
 func TestOnlyRoundsOfFlowsAreRecorded(t *testing.T) {
 	now := time.Now()
-	base := tenants.Round{TenantID: "t1", Tenant: "acme", Arrived: now, Ended: now, Number: 1}
+	base := endpoint.Round{TenantID: "t1", Tenant: "acme", Arrived: now, Ended: now, Number: 1}
 	for _, tc := range []struct {
 		name  string
-		edit  func(*tenants.Round)
+		edit  func(*endpoint.Round)
 		want  bool
 		state string
 	}{
-		{"a call answered at once", func(r *tenants.Round) { r.FlowID, r.ResultType = "fl_x", mcp.ResultTypeComplete }, false, ""},
-		{"a first round that asks", func(r *tenants.Round) { r.FlowID, r.ResultType = "fl_x", mcp.ResultTypeInputRequired }, true, store.FlowAwaitingInput},
-		{"a retry that completes", func(r *tenants.Round) {
-			r.FlowID, r.Number, r.ResultType, r.StateIn.Outcome = "fl_x", 2, mcp.ResultTypeComplete, tenants.StateVerified
+		{"a call answered at once", func(r *endpoint.Round) { r.FlowID, r.ResultType = "fl_x", mcp.ResultTypeComplete }, false, ""},
+		{"a first round that asks", func(r *endpoint.Round) { r.FlowID, r.ResultType = "fl_x", mcp.ResultTypeInputRequired }, true, store.FlowAwaitingInput},
+		{"a retry that completes", func(r *endpoint.Round) {
+			r.FlowID, r.Number, r.ResultType, r.StateIn.Outcome = "fl_x", 2, mcp.ResultTypeComplete, endpoint.StateVerified
 		}, true, store.FlowCompleted},
-		{"a retry with a tool error", func(r *tenants.Round) {
+		{"a retry with a tool error", func(r *endpoint.Round) {
 			r.FlowID, r.Number, r.ResultType, r.ToolError = "fl_x", 2, mcp.ResultTypeComplete, true
 		}, true, store.FlowFailed},
-		{"a refused state naming its flow", func(r *tenants.Round) {
-			r.FlowID, r.Number, r.StateIn = "fl_x", 3, tenants.StateCheck{Outcome: tenants.StateRejected, Reason: "expired"}
+		{"a refused state naming its flow", func(r *endpoint.Round) {
+			r.FlowID, r.Number, r.StateIn = "fl_x", 3, endpoint.StateCheck{Outcome: endpoint.StateRejected, Reason: "expired"}
 		}, true, store.FlowRejected},
-		{"a refused state naming none", func(r *tenants.Round) { r.StateIn = tenants.StateCheck{Outcome: tenants.StateRejected} }, false, ""},
-		{"an unknown tenant", func(r *tenants.Round) { r.FlowID, r.Tenant, r.ResultType = "fl_x", "", mcp.ResultTypeInputRequired }, false, ""},
+		{"a refused state naming none", func(r *endpoint.Round) { r.StateIn = endpoint.StateCheck{Outcome: endpoint.StateRejected} }, false, ""},
+		{"an unknown tenant", func(r *endpoint.Round) { r.FlowID, r.Tenant, r.ResultType = "fl_x", "", mcp.ResultTypeInputRequired }, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rd := base

@@ -15,7 +15,7 @@ import (
 	"github.com/opsmcp/platform/testkit/testwait"
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/store"
-	"github.com/opsmcp/platform/tenants"
+	"github.com/opsmcp/platform/endpoint"
 )
 
 type syncBuffer struct {
@@ -51,12 +51,12 @@ func TestRoundsServedWhileTheDatabaseIsDownReachTheRecordWhenItIsBack(t *testing
 		Logger:  slog.New(slog.NewTextHandler(&logs, nil)),
 		Dropped: func(n int64) { mu.Lock(); dropped += n; mu.Unlock() }})
 	defer rec.Close()
-	round := func(flow string, n int, result string) *tenants.Round {
+	round := func(flow string, n int, result string) *endpoint.Round {
 		now := time.Now()
-		rd := &tenants.Round{FlowID: flow, TenantID: "tn_1", Tenant: "acme", Method: mcp.MethodToolsCall, Target: "order",
+		rd := &endpoint.Round{FlowID: flow, TenantID: "tn_1", Tenant: "acme", Method: mcp.MethodToolsCall, Target: "order",
 			Number: n, ResultType: result, Arrived: now.Add(-time.Millisecond), Ended: now}
 		if n > 1 {
-			rd.StateIn.Outcome = tenants.StateVerified
+			rd.StateIn.Outcome = endpoint.StateVerified
 		}
 		return rd
 	}
@@ -100,7 +100,7 @@ func TestCloseFinishesTheBatchBeingWritten(t *testing.T) {
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Dropped: func(n int64) { dropped.Add(n) }})
 	rl.Cut()
 	now := time.Now()
-	rec.Round(ctx, &tenants.Round{FlowID: "fl_last", TenantID: "tn_1", Tenant: "acme", Method: mcp.MethodToolsCall,
+	rec.Round(ctx, &endpoint.Round{FlowID: "fl_last", TenantID: "tn_1", Tenant: "acme", Method: mcp.MethodToolsCall,
 		Target: "order", Number: 1, ResultType: mcp.ResultTypeInputRequired, Arrived: now, Ended: now})
 	testwait.Until(t, "the write retried while the database is unreachable", func() bool {
 		return strings.Contains(logs.String(), "retrying while the database is unreachable")

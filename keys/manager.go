@@ -71,7 +71,7 @@ type Options struct {
 
 // Manager serves every tenant's ring from a cache that it refreshes on a
 // short interval, runs the rotation scheduler, and performs the admin
-// operations. It implements tenants.KeyRings (the Codec method).
+// operations. It implements endpoint.KeyRings (the Codec method).
 type Manager struct {
 	opts    Options
 	log     *slog.Logger
@@ -291,7 +291,7 @@ func (m *Manager) Rings(fn func(RingStatus)) {
 // the configured staleness: it fails closed until the backend answers.
 var ErrStale = errors.New("keys: the tenant's key ring is stale (the key store has not answered within the staleness limit)")
 
-// Codec implements tenants.KeyRings: the tenant's ring from the cache,
+// Codec implements endpoint.KeyRings: the tenant's ring from the cache,
 // loaded (or created) on first use. An error means the tenant fails
 // closed: no ring, a malformed or foreign record, or a ring too stale.
 func (m *Manager) Codec(ctx context.Context, tenantID string) (mrtr.Codec, error) {

@@ -14,7 +14,7 @@ import (
 	"github.com/opsmcp/platform/keys"
 	"github.com/opsmcp/platform/store"
 	"github.com/opsmcp/platform/telemetry"
-	"github.com/opsmcp/platform/tenants"
+	"github.com/opsmcp/platform/endpoint"
 )
 
 // newKeys builds the per-tenant key manager of the configured provider;
@@ -76,7 +76,7 @@ func newKeys(cfg *config.Config, st *store.Store, log *slog.Logger) (*keys.Manag
 // reportKeyRings feeds the key ring gauges from km's cache, labelled by
 // tenant slug; rings of tenants the registry does not know (deleted since)
 // are left out.
-func reportKeyRings(tel *telemetry.Telemetry, km *keys.Manager, reg *tenants.Endpoint) (func(), error) {
+func reportKeyRings(tel *telemetry.Telemetry, km *keys.Manager, reg *endpoint.Handler) (func(), error) {
 	if km == nil {
 		return func() {}, nil
 	}
@@ -105,7 +105,7 @@ func rotationPhase(p keys.Phase) telemetry.RotationPhase {
 
 // keyRings is km as the endpoint's KeyRings, nil (the static ring) when
 // there is no manager.
-func keyRings(km *keys.Manager) tenants.KeyRings {
+func keyRings(km *keys.Manager) endpoint.KeyRings {
 	if km == nil {
 		return nil
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/opsmcp/platform/keys"
 	"github.com/opsmcp/platform/store"
 	"github.com/opsmcp/platform/telemetry"
-	"github.com/opsmcp/platform/tenants"
+	"github.com/opsmcp/platform/endpoint"
 	"github.com/opsmcp/platform/web"
 )
 
@@ -31,7 +31,7 @@ type Server struct {
 	cfg      *config.Config
 	log      *slog.Logger
 	store    *store.Store
-	endpoint *tenants.Endpoint
+	endpoint *endpoint.Handler
 	keys     *keys.Manager
 	handler  http.Handler
 	tel      *telemetry.Telemetry
@@ -49,17 +49,17 @@ type Server struct {
 func init() { gin.SetMode(gin.ReleaseMode) }
 
 // Option adjusts how New assembles a replica beyond its configuration.
-type Option func(*tenants.Options)
+type Option func(*endpoint.Options)
 
 // WithVerifier sets the bearer-token verifier (tests use it to control
 // the clock and key refetch interval).
-func WithVerifier(v *auth.Verifier) Option { return func(o *tenants.Options) { o.Verifier = v } }
+func WithVerifier(v *auth.Verifier) Option { return func(o *endpoint.Options) { o.Verifier = v } }
 
 // WithTelemetry injects the telemetry (tests use in-memory recorders);
 // its owner shuts it down. Without it, New builds one from the OTEL_*
 // environment variables and Close flushes it.
 func WithTelemetry(t *telemetry.Telemetry) Option {
-	return func(o *tenants.Options) { o.Telemetry = t }
+	return func(o *endpoint.Options) { o.Telemetry = t }
 }
 
 // sealSecrets makes the store seal webhook secrets at rest under
@@ -179,7 +179,7 @@ func New(ctx context.Context, in *config.Config, log *slog.Logger, version strin
 	if err != nil {
 		return nil, err
 	}
-	topts := tenants.Options{
+	topts := endpoint.Options{
 		Store:               st,
 		Logger:              log,
 		PublicURL:           cfg.PublicURL,
@@ -193,7 +193,7 @@ func New(ctx context.Context, in *config.Config, log *slog.Logger, version strin
 		StreamsPerPrincipal: cfg.Limits.StreamsPerPrincipal,
 		Keys:                keyRings(km),
 		Version:             version,
-		Legacy: tenants.LegacyOptions{Serve: cfg.Legacy.Serve, RoundTimeout: cfg.Legacy.RoundTimeout,
+		Legacy: endpoint.LegacyOptions{Serve: cfg.Legacy.Serve, RoundTimeout: cfg.Legacy.RoundTimeout,
 			MaxRounds: cfg.Legacy.MaxRounds, SessionTTL: cfg.Legacy.SessionTTL},
 		// Discovery and JWKS fetches dial through the same egress policy as
 		// webhooks: the issuer URL is the tenant's to choose.
@@ -223,7 +223,7 @@ func New(ctx context.Context, in *config.Config, log *slog.Logger, version strin
 	if cfg.Flows.Record {
 		topts.Sinks = append(topts.Sinks, fl.recorder)
 	}
-	reg, err := tenants.New(ctx, topts)
+	reg, err := endpoint.New(ctx, topts)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,230 @@
+package endpoint
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/tenant"
+)
+
+// catalogues keeps the catalogue snapshot of every tenant this replica
+// serves: loaded on a tenant's first request, reloaded when its
+// catalogue version moves (a change made on any replica), and
+// remembered as missing or failing for one refresh interval, so a
+// request never waits on the database for a tenant it already knows
+// about. Loads are deduplicated per tenant: a burst of first requests
+// for one tenant makes one read, and a slow load of one tenant holds up
+// no other tenant's.
+type catalogues struct {
+	store   *store.Store
+	log     *slog.Logger
+	refresh time.Duration
+	// version (the platform's, reported in serverInfo) and publicURL (the
+	// base of every endpoint's URL) go into each snapshot.
+	version, publicURL string
+	// changed is told which lists of a tenant changed (the subscription
+	// hub).
+	changed func(slug string, c listChanges)
+
+	loads singleflight.Group
+
+	mu      sync.RWMutex
+	cache   map[string]*snapshot
+	missing map[string]bool   // slugs known not to exist, until the next refresh
+	slugs   map[string]string // tenant id -> slug, as of the last refresh or load
+	failed  map[string]loadFailure
+}
+
+func newCatalogues(st *store.Store, log *slog.Logger, refresh time.Duration, version, publicURL string, changed func(string, listChanges)) *catalogues {
+	return &catalogues{
+		store: st, log: log, refresh: refresh, version: version, publicURL: publicURL, changed: changed,
+		cache: map[string]*snapshot{}, missing: map[string]bool{}, slugs: map[string]string{}, failed: map[string]loadFailure{},
+	}
+}
+
+// loadTimeout bounds one catalogue load.
+const loadTimeout = 30 * time.Second
+
+// loadFailure is a tenant whose catalogue could not be loaded: its
+// requests get the same error, without another read, until the next
+// refresh interval. One busy tenant that cannot load (a database error, a
+// webhook secret no configured key opens) then costs one read per
+// interval, not one per request.
+type loadFailure struct {
+	err   error
+	until time.Time
+}
+
+// errStillFailing wraps a remembered load failure: the failure was
+// logged when the load ran, so a request that meets it need not log it
+// again.
+type errStillFailing struct{ err error }
+
+func (e errStillFailing) Error() string { return e.err.Error() }
+func (e errStillFailing) Unwrap() error { return e.err }
+
+// lookup returns the tenant's snapshot, loading it on first use. It
+// returns nil for a tenant that does not exist.
+func (cs *catalogues) lookup(ctx context.Context, slug string) (*snapshot, error) {
+	if s, ok, err := cs.known(slug); ok {
+		return s, err
+	}
+	if !tenant.ValidSlug(slug) {
+		return nil, nil
+	}
+	// Callers waiting for another request's load of the same tenant share
+	// its result. The load is traced under the first caller's request but
+	// outlives it: its client leaving must not fail the others.
+	v, err, _ := cs.loads.Do(slug, func() (any, error) {
+		if s, ok, err := cs.known(slug); ok {
+			return s, err
+		}
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadTimeout)
+		defer cancel()
+		return cs.load(lctx, slug)
+	})
+	s, _ := v.(*snapshot)
+	return s, err
+}
+
+// known answers for slug without a read when it can: its cached
+// snapshot, a slug known not to exist, or the failure of a load that
+// failed within the interval.
+func (cs *catalogues) known(slug string) (*snapshot, bool, error) {
+	cs.mu.RLock()
+	defer cs.mu.RUnlock()
+	if s, ok := cs.cache[slug]; ok {
+		return s, true, nil
+	}
+	if cs.missing[slug] {
+		return nil, true, nil
+	}
+	if f, ok := cs.failed[slug]; ok && time.Now().Before(f.until) {
+		return nil, true, errStillFailing{f.err}
+	}
+	return nil, false, nil
+}
+
+// load reads a tenant's catalogue into the cache.
+func (cs *catalogues) load(ctx context.Context, slug string) (*snapshot, error) {
+	c, err := cs.store.LoadCatalogue(ctx, slug)
+	if errors.Is(err, store.ErrNotFound) {
+		cs.mu.Lock()
+		_, was := cs.cache[slug]
+		delete(cs.cache, slug)
+		delete(cs.failed, slug)
+		cs.missing[slug] = true
+		cs.mu.Unlock()
+		if was {
+			cs.changed(slug, everything)
+		}
+		return nil, nil
+	}
+	if err != nil {
+		cs.mu.Lock()
+		cs.failed[slug] = loadFailure{err: err, until: time.Now().Add(cs.refresh)}
+		if errors.Is(err, store.ErrSecretUnreadable) {
+			// Not a passing failure: a webhook secret written under a key
+			// this replica lacks. Serving the cached catalogue would sign
+			// with a secret that may have been replaced (rotated after a
+			// leak, say), so the tenant fails closed here until it loads.
+			delete(cs.cache, slug)
+		}
+		cs.mu.Unlock()
+		return nil, err
+	}
+	s, errs := buildSnapshot(c, cs.version, cs.publicURL)
+	for _, e := range errs {
+		cs.log.ErrorContext(ctx, "catalogue item skipped", "tenant", slug, "err", e)
+	}
+	cs.mu.Lock()
+	old := cs.cache[slug]
+	cs.cache[slug] = s
+	delete(cs.missing, slug)
+	delete(cs.failed, slug)
+	cs.slugs[s.tenantID] = slug
+	cs.mu.Unlock()
+	if old != nil && old.version != s.version {
+		cs.changed(slug, changes(old, s))
+	}
+	return s, nil
+}
+
+// slug returns the slug of the tenant with id tenantID as of the last
+// refresh or load (no database read).
+func (cs *catalogues) slug(tenantID string) (string, bool) {
+	cs.mu.RLock()
+	defer cs.mu.RUnlock()
+	slug, ok := cs.slugs[tenantID]
+	return slug, ok
+}
+
+// invalidate reloads a tenant now, if this replica serves it: the admin
+// API calls it after a change, so a replica serves its own writes at
+// once.
+func (cs *catalogues) invalidate(ctx context.Context, slug string) {
+	cs.mu.Lock()
+	delete(cs.missing, slug)
+	delete(cs.failed, slug) // the change may be what it needed
+	_, cached := cs.cache[slug]
+	cs.mu.Unlock()
+	if !cached {
+		return
+	}
+	if _, err := cs.load(ctx, slug); err != nil {
+		cs.log.WarnContext(ctx, "catalogue reload failed", "tenant", slug, "err", err)
+	}
+}
+
+// refreshAll reloads cached tenants whose catalogue version moved, drops
+// deleted ones, and forgets negative lookups and expired failures.
+func (cs *catalogues) refreshAll(ctx context.Context) {
+	vs, err := cs.store.TenantVersions(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			cs.log.Warn("catalogue refresh failed; serving cached catalogues", "err", err)
+		}
+		return
+	}
+	current := make(map[string]int64, len(vs))
+	slugs := make(map[string]string, len(vs))
+	for _, v := range vs {
+		current[v.Slug] = v.CatalogueVersion
+		slugs[v.ID] = v.Slug
+	}
+	cs.mu.Lock()
+	cs.missing = map[string]bool{}
+	cs.slugs = slugs
+	now := time.Now()
+	for slug, f := range cs.failed {
+		if !now.Before(f.until) {
+			delete(cs.failed, slug)
+		}
+	}
+	var stale, gone []string
+	for slug, s := range cs.cache {
+		v, ok := current[slug]
+		switch {
+		case !ok:
+			delete(cs.cache, slug)
+			gone = append(gone, slug)
+		case v != s.version:
+			stale = append(stale, slug)
+		}
+	}
+	cs.mu.Unlock()
+	for _, slug := range gone {
+		cs.changed(slug, everything)
+	}
+	for _, slug := range stale {
+		if _, err := cs.load(ctx, slug); err != nil && ctx.Err() == nil {
+			cs.log.Warn("catalogue reload failed", "tenant", slug, "err", err)
+		}
+	}
+}

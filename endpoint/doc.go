@@ -1,0 +1,34 @@
+// Package endpoint serves every tenant's MCP endpoint (POST
+// /t/{slug}/mcp, protocol 2026-07-28). One request is one round; its path,
+// in the order the files tell it:
+//
+//   - endpoint.go: Handler.ServeHTTP finds the tenant (catalogues.go: a
+//     cached, per-tenant snapshot, snapshot.go), checks Host and Origin,
+//     verifies the bearer token, reads the body;
+//   - request.go: decodes the JSON-RPC request and checks its headers and
+//     _meta against it;
+//   - endpoint.go again: starts the request's span and dispatches by
+//     method: lists, discovery and completions (methods.go), streams of
+//     list changes (subscriptions.go), and the carrier methods;
+//   - flow.go: a tools/call, prompts/get or resources/read round: the
+//     inbound requestState verified (sealing.go: the tenant's key ring,
+//     one sealer per round, cancelled flows), the target found
+//     (targets.go), declared inputs gathered, and either the open
+//     questions asked under a newly sealed state or the webhook called
+//     (webhookclient.go);
+//   - exchange.go: the answer written, as JSON or as an event stream.
+//
+// The same endpoint serves initialization-era clients (2025-11-25 and
+// earlier), decided per request (legacy.go): initialize starts a session
+// whose id any replica verifies (legacysession.go); a session's
+// tools/call, prompts/get and resources/read run the same rounds, bridged
+// onto the call's event stream as server-to-client requests
+// (legacybridge.go), with the client's answers relayed from whichever
+// replica receives them (legacyrelay.go).
+//
+// The facts of the round are gathered on the way into one Round value
+// (round.go) and handed, once, after the answer is written, to every
+// RoundSink: telemetry (telemetry.go: the span, its attributes, the
+// metrics, the flow span) and, through Options.Sinks, any other consumer
+// such as the flow recorder.
+package endpoint

@@ -1,0 +1,580 @@
+package endpoint
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/opsmcp/platform/auth"
+	"github.com/opsmcp/platform/egress"
+	"github.com/opsmcp/platform/internal/bounded"
+	"github.com/opsmcp/platform/mcp"
+	"github.com/opsmcp/platform/mrtr"
+	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/telemetry"
+)
+
+// Options configures every tenant's endpoint.
+type Options struct {
+	Store  *store.Store
+	Logger *slog.Logger
+	// PublicURL is the platform's external base URL; a tenant's canonical
+	// resource URL is PublicURL + "/t/{slug}/mcp".
+	PublicURL string
+	// MaxBodyBytes caps an MCP request body.
+	MaxBodyBytes int64
+	// AllowPrivateTargets lets webhooks (and the default verifier's
+	// discovery and key fetches) reach private addresses.
+	AllowPrivateTargets bool
+	// WebhookMaxResponse caps a webhook's answer.
+	WebhookMaxResponse int64
+	// Refresh is how often catalogue changes and flow cancellations made
+	// by other replicas are picked up.
+	Refresh time.Duration
+	// StateKeys are the shared request-state secrets, minting key first;
+	// none means a random per-process key.
+	StateKeys [][]byte
+	// Version is reported in serverInfo.
+	Version string
+	// Verifier checks bearer tokens; nil means a default verifier.
+	Verifier *auth.Verifier
+	// Keys provides per-tenant key rings; nil means one ring from
+	// StateKeys for every tenant.
+	Keys KeyRings
+	// AllowedHosts are extra Host header values (host or host:port) the
+	// endpoints answer to, beyond the public URL's host and loopback.
+	AllowedHosts []string
+	// Telemetry traces and measures every request; nil records nothing.
+	Telemetry *telemetry.Telemetry
+	// Sinks receive every round after telemetry (the flow recorder).
+	Sinks []RoundSink
+	// StreamMaxLifetime ends a long-lived stream (subscriptions/listen)
+	// after this long, and earlier when its caller's token expires
+	// (default 1 h). StreamsPerTenant and StreamsPerPrincipal bound the
+	// streams open at once on this replica (defaults 1000 and 20).
+	StreamMaxLifetime                     time.Duration
+	StreamsPerTenant, StreamsPerPrincipal int
+	// Legacy configures serving initialization-era clients; off unless
+	// Legacy.Serve.
+	Legacy LegacyOptions
+}
+
+// Handler serves every tenant's MCP endpoint, POST /t/{slug}/mcp, at
+// protocol 2026-07-28. It is assembled from the parts a request passes
+// through: the tenants' catalogues (cached, refreshed across replicas),
+// the bearer-token verifier, the flow engine (request state, declared
+// inputs, the webhook), the subscription hub, and the sinks every round
+// is handed to at its end.
+type Handler struct {
+	opts       Options
+	log        *slog.Logger
+	catalogues *catalogues
+	hub        *hub
+	flows      *flowEngine
+	revoked    *revocations
+	verifier   *auth.Verifier
+	tel        roundTelemetry
+	sinks      sinks
+	legacy     *legacy // nil when legacy clients are not served
+
+	publicHost   string
+	allowedHosts map[string]bool
+
+	stop     context.CancelFunc
+	done     chan struct{}
+	closeOne sync.Once
+}
+
+// New starts the endpoint and its refresh loop; Close stops it.
+func New(ctx context.Context, opts Options) (*Handler, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Refresh <= 0 {
+		opts.Refresh = time.Second
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 4 << 20
+	}
+	if opts.WebhookMaxResponse <= 0 {
+		opts.WebhookMaxResponse = 4 << 20
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	if opts.StreamMaxLifetime <= 0 {
+		opts.StreamMaxLifetime = time.Hour
+	}
+	if opts.StreamsPerTenant <= 0 {
+		opts.StreamsPerTenant = 1000
+	}
+	if opts.StreamsPerPrincipal <= 0 {
+		opts.StreamsPerPrincipal = 20
+	}
+	if opts.Verifier == nil {
+		opts.Verifier = auth.NewVerifier(auth.VerifierOptions{Egress: egress.Policy{AllowPrivate: opts.AllowPrivateTargets}})
+	}
+	rings := opts.Keys
+	if rings == nil {
+		ring, err := ringFromConfig(opts.StateKeys)
+		if err != nil {
+			return nil, err
+		}
+		rings = staticRings{ring}
+	}
+	log := telemetry.Logger(opts.Logger) // lines logged with a request's context carry its trace
+	e := &Handler{
+		opts:     opts,
+		log:      log,
+		hub:      newHub(opts.StreamsPerTenant, opts.StreamsPerPrincipal),
+		revoked:  &revocations{},
+		verifier: opts.Verifier,
+		tel:      roundTelemetry{tel: opts.Telemetry},
+		done:     make(chan struct{}),
+	}
+	e.catalogues = newCatalogues(opts.Store, log, opts.Refresh, opts.Version, opts.PublicURL, e.hub.publish)
+	e.flows = &flowEngine{
+		sealing:  &sealing{rings: rings, revoked: e.revoked, now: time.Now},
+		webhooks: newWebhookClient(opts.AllowPrivateTargets, opts.WebhookMaxResponse, opts.Telemetry),
+		log:      log,
+	}
+	e.sinks = append(sinks{e.tel}, opts.Sinks...)
+	e.flows.running = e.sinks.running
+	e.flows.consume = opts.Store.ConsumeState
+	if u, err := url.Parse(opts.PublicURL); err == nil {
+		e.publicHost = u.Host
+	}
+	e.allowedHosts = map[string]bool{}
+	for _, h := range opts.AllowedHosts {
+		e.allowedHosts[strings.ToLower(strings.TrimSpace(h))] = true
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	e.stop = cancel
+	if opts.Legacy.Serve {
+		e.legacy = newLegacy(rctx, e, opts.Legacy)
+	}
+	go e.refresh(rctx)
+	return e, nil
+}
+
+// Close stops the refresh loop and ends open subscription streams.
+func (e *Handler) Close() {
+	e.closeOne.Do(func() {
+		e.stop()
+		<-e.done
+		if e.legacy != nil {
+			e.legacy.close()
+		}
+		e.hub.close()
+	})
+}
+
+// refresh picks up, every Refresh, catalogue changes and flow
+// cancellations made on other replicas.
+func (e *Handler) refresh(ctx context.Context) {
+	defer close(e.done)
+	t := time.NewTicker(e.opts.Refresh)
+	defer t.Stop()
+	prune := time.NewTicker(time.Minute)
+	defer prune.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-prune.C:
+			if err := e.opts.Store.PruneConsumedStates(ctx, time.Now()); err != nil && ctx.Err() == nil {
+				e.log.Warn("pruning consumed request states failed", "err", err)
+			}
+			continue
+		case <-t.C:
+		}
+		e.catalogues.refreshAll(ctx)
+		if e.legacy != nil {
+			// After the catalogues: a tenant disabled and enabled again
+			// between two refreshes is served with its ended sessions known.
+			e.legacy.refreshEnded(ctx)
+		}
+		if rv, err := e.opts.Store.RevokedFlows(ctx); err == nil {
+			set := map[string]map[string]bool{}
+			for _, f := range rv {
+				if set[f.TenantID] == nil {
+					set[f.TenantID] = map[string]bool{}
+				}
+				set[f.TenantID][f.FlowID] = true
+			}
+			e.revoked.replace(set)
+		} else if ctx.Err() == nil {
+			e.log.Warn("revoked-flow refresh failed; keeping the last known set", "err", err)
+		}
+	}
+}
+
+// Invalidate reloads a tenant's catalogue now; the admin API calls it
+// after a change so this replica serves its own writes at once.
+func (e *Handler) Invalidate(ctx context.Context, slug string) {
+	e.catalogues.invalidate(ctx, slug)
+	if e.legacy != nil {
+		e.legacy.refreshEnded(ctx) // disabling a tenant ends its sessions
+	}
+}
+
+// Slug returns the slug of the tenant with id tenantID as of the last
+// refresh (no database read): metric collection maps the key rings'
+// tenant ids through it.
+func (e *Handler) Slug(tenantID string) (string, bool) { return e.catalogues.slug(tenantID) }
+
+// ErrBadFlowID is returned for a flow id this platform cannot have minted.
+var ErrBadFlowID = errors.New("not a flow id")
+
+// CancelFlow revokes a tenant's flow: its next round, on any replica, gets
+// the frozen requestState rejection. The revocation lasts as long as any
+// state of the flow could still be valid.
+func (e *Handler) CancelFlow(ctx context.Context, slug, flowID string) error {
+	if !mrtr.ValidFlowID(flowID) {
+		return ErrBadFlowID
+	}
+	s, err := e.catalogues.lookup(ctx, slug)
+	if err != nil {
+		return err
+	}
+	if s == nil {
+		return fmt.Errorf("tenant %q: %w", slug, store.ErrNotFound)
+	}
+	expires := time.Now().Add(s.settings.StateTTL()*time.Duration(s.settings.Rounds()) + time.Minute)
+	tenantID, err := e.opts.Store.RevokeFlow(ctx, slug, flowID, expires)
+	if err != nil {
+		return err
+	}
+	e.revoked.add(tenantID, flowID)
+	return nil
+}
+
+// ServeHTTP serves POST /t/{slug}/mcp: one JSON-RPC request, answered as
+// JSON or, when it streams, as server-sent events. Each step below either
+// passes the request on or answers it; the round's facts are gathered on
+// the way and handed to the sinks when the answer is written.
+func (e *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	x := e.arrive(w, r)
+	defer e.finish(x)
+	slug, ok := slugOf(r.URL.Path)
+	if !ok {
+		x.fail(newError(http.StatusNotFound, mcp.CodeInvalidRequest, "Not an MCP endpoint", nil))
+		return
+	}
+	if r.Method != http.MethodPost && !e.legacyStream(r) {
+		// The stateless revision has no GET stream and no session to
+		// DELETE (a legacy session's GET and DELETE are served below).
+		w.Header().Set("Allow", "POST")
+		x.fail(newError(http.StatusMethodNotAllowed, mcp.CodeInvalidRequest, "Method not allowed: this endpoint accepts POST only", nil))
+		return
+	}
+	snap, ok := e.tenant(x, slug)
+	if !ok {
+		return
+	}
+	if !e.originAllowed(r, snap) {
+		x.fail(newError(http.StatusForbidden, mcp.CodeInvalidRequest, "Origin not allowed", nil))
+		return
+	}
+	principal, ok := e.authenticate(x, snap)
+	if !ok {
+		return
+	}
+	body, ok := e.readBody(x)
+	if !ok {
+		return
+	}
+	if e.legacyRequest(r, body) {
+		// An initialization-era client (legacy.go): its session, its
+		// stream, and flows bridged onto it.
+		e.serveLegacy(x, snap, principal, body)
+		return
+	}
+	q, rerr := parseRequest(body)
+	x.id, x.round.Method, x.round.RequestID = q.id, q.method, boundedID(q.id)
+	if rerr != nil {
+		x.fail(rerr)
+		return
+	}
+	if q.id == nil {
+		// A notification: nothing in this revision needs an answer.
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if rerr := q.checkEnvelope(r.Header); rerr != nil {
+		x.fail(rerr)
+		return
+	}
+	c := &call{request: q, snap: snap, principal: principal, header: r.Header}
+	e.begin(x, c)
+	e.dispatch(x, c)
+}
+
+// call is a checked request of a tenant's endpoint, as the method that
+// answers it sees it.
+type call struct {
+	*request
+	snap      *snapshot
+	principal *auth.Principal // nil on a public tenant
+	header    http.Header
+}
+
+// arrive starts the exchange of one HTTP request and its round.
+func (e *Handler) arrive(w http.ResponseWriter, r *http.Request) *exchange {
+	x := &exchange{w: w, req: r}
+	x.round = &x.rd
+	x.rd = Round{Arrived: time.Now(), Era: EraStateless, HTTPVersion: httpVersion(r), trace: &x.st}
+	if host, port, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		x.rd.ClientAddr = host
+		x.rd.ClientPort, _ = strconv.Atoi(port)
+	}
+	x.ctx = e.tel.arrive(r, &x.st)
+	return x
+}
+
+// begin records what the checked request is, and starts its span: the
+// work from here on is traced under it.
+func (e *Handler) begin(x *exchange, c *call) {
+	rd := x.round
+	rd.ProtocolVersion = c.version
+	rd.Client = ClientInfo{Name: bounded.String(c.client.Name, bounded.Value), Version: bounded.String(c.client.Version, bounded.Value)}
+	if c.uri != "" {
+		rd.Target = bounded.URL(c.uri, bounded.Value)
+	} else {
+		rd.Target = bounded.String(c.name, bounded.Value)
+	}
+	switch c.method {
+	case mcp.MethodToolsCall:
+		if t := c.snap.tools[c.name]; t != nil {
+			rd.Registered, rd.spanName, rd.flowSpanName = true, t.spanName, t.flowName
+		}
+	case mcp.MethodPromptsGet:
+		if p := c.snap.prompts[c.name]; p != nil {
+			rd.Registered, rd.spanName, rd.flowSpanName = true, p.spanName, p.flowName
+		}
+	}
+	if c.method == mcp.MethodToolsCall && c.snap.settings.TraceContent {
+		rd.Content = &RoundContent{Arguments: c.p.Arguments}
+	}
+	x.ctx = e.tel.begin(rd, &c.p.Meta)
+	x.want = c.wantsEvents()
+	x.progressToken, x.logLevel = c.progressToken, c.logLevel
+}
+
+// finish hands the round to the sinks, once the answer is written.
+func (e *Handler) finish(x *exchange) {
+	x.round.Ended = time.Now()
+	e.sinks.Round(x.ctx, x.round)
+}
+
+// dispatch answers a checked request by its method.
+func (e *Handler) dispatch(x *exchange, c *call) {
+	switch c.method {
+	case mcp.MethodDiscover:
+		x.answer(e.discover(c))
+	case mcp.MethodToolsList:
+		x.answer(e.list(c, c.snap.toolList, "tools"))
+	case mcp.MethodPromptsList:
+		x.answer(e.list(c, c.snap.promptLst, "prompts"))
+	case mcp.MethodResourcesList:
+		x.answer(e.list(c, c.snap.resList, "resources"))
+	case mcp.MethodResourcesTemplatesList:
+		x.answer(e.list(c, c.snap.tmplList, "resourceTemplates"))
+	case mcp.MethodComplete:
+		x.answer(e.complete(c))
+	case mcp.MethodToolsCall, mcp.MethodPromptsGet, mcp.MethodResourcesRead:
+		x.answer(e.flows.run(x.ctx, c, x.round, x))
+	case mcp.MethodSubscriptionsListen:
+		e.listen(x, c)
+	default:
+		msg := "Method not found: " + c.method
+		if removed[c.method] {
+			msg = "Method not found: " + c.method + " was removed in protocol " + mcp.Version
+		}
+		x.fail(newError(http.StatusNotFound, mcp.CodeMethodNotFound, msg, nil))
+	}
+}
+
+// removed are methods of earlier revisions that 2026-07-28 dropped; they
+// get the same 404 as unknown methods, so clients probing for a legacy
+// server get an unambiguous modern answer.
+var removed = map[string]bool{
+	mcp.MethodInitialize: true, mcp.NotificationInitialized: true, mcp.MethodPing: true, mcp.MethodSetLevel: true,
+	mcp.MethodSubscribe: true, mcp.MethodUnsubscribe: true,
+}
+
+// tenant finds the tenant a request is for. A tenant that cannot be
+// loaded answers 503; one that does not exist, or is disabled, 404.
+func (e *Handler) tenant(x *exchange, slug string) (*snapshot, bool) {
+	snap, err := e.catalogues.lookup(x.ctx, slug)
+	if err != nil {
+		level := slog.LevelError
+		if errors.As(err, new(errStillFailing)) {
+			level = slog.LevelDebug // logged when the load failed
+		}
+		e.log.Log(x.ctx, level, "tenant lookup failed", "tenant", slug, "err", err)
+		x.fail(newError(http.StatusServiceUnavailable, mcp.CodeInternalError, "Tenant catalogue unavailable", nil))
+		return nil, false
+	}
+	if snap == nil || snap.disabled {
+		x.fail(newError(http.StatusNotFound, mcp.CodeInvalidRequest, "Unknown MCP endpoint", nil))
+		return nil, false
+	}
+	x.round.TenantID, x.round.Tenant = snap.tenantID, snap.slug
+	return snap, true
+}
+
+// authenticate verifies the bearer token against the issuers the tenant
+// trusts. A missing or refused token gets 401 with a challenge naming the
+// tenant's protected-resource metadata; the reason is logged, the token
+// never is.
+func (e *Handler) authenticate(x *exchange, s *snapshot) (*auth.Principal, bool) {
+	cfg := s.settings.Auth
+	if cfg.Public {
+		return nil, true
+	}
+	var p *auth.Principal
+	var err error
+	if tok, ok := auth.BearerToken(x.req.Header); ok || x.req.Header.Get("Authorization") == "" {
+		p, err = e.verifier.Verify(x.ctx, tok, cfg, s.audience)
+	} else {
+		err = &auth.TokenError{Reason: "malformed"}
+	}
+	if err != nil {
+		reason := "error"
+		var te *auth.TokenError
+		if errors.As(err, &te) {
+			reason = te.Reason
+		}
+		if reason != "missing" {
+			e.log.WarnContext(x.ctx, "bearer token refused", "tenant", s.slug, "reason", reason)
+		}
+		x.w.Header().Set("WWW-Authenticate", auth.Challenge(s.metadataURL, s.scopes))
+		x.fail(newError(http.StatusUnauthorized, mcp.CodeInvalidRequest, "Unauthorized: a valid bearer token for this endpoint is required", nil))
+		return nil, false
+	}
+	x.round.Principal = p
+	return p, true
+}
+
+// readBody reads the request body, up to the size cap.
+func (e *Handler) readBody(x *exchange) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(x.w, x.req.Body, e.opts.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			x.fail(newError(http.StatusRequestEntityTooLarge, mcp.CodeInvalidRequest,
+				fmt.Sprintf("Request body exceeds %d bytes", e.opts.MaxBodyBytes), nil))
+		}
+		return nil, false // or the client went away
+	}
+	return body, true
+}
+
+// ServeMetadata answers GET /.well-known/oauth-protected-resource/t/{slug}/mcp
+// (RFC 9728) for tenants that take tokens.
+func (e *Handler) ServeMetadata(w http.ResponseWriter, r *http.Request, slug string) {
+	s, err := e.catalogues.lookup(r.Context(), slug)
+	if err != nil {
+		http.Error(w, "tenant catalogue unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	if s == nil || s.disabled || s.settings.Auth.Public {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	writeJSON(w, http.StatusOK, auth.Metadata(s.audience, s.settings.Auth, s.scopes))
+}
+
+// slugOf extracts {slug} from /t/{slug}/mcp.
+func slugOf(path string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, "/t/")
+	if !ok {
+		return "", false
+	}
+	slug, ok := strings.CutSuffix(rest, "/mcp")
+	if !ok || slug == "" || strings.Contains(slug, "/") {
+		return "", false
+	}
+	return slug, true
+}
+
+// originAllowed guards against DNS rebinding. The Host must be the
+// platform's public host, a loopback name, or one the operator allows; a
+// browser request (one with an Origin header) must come from the same
+// host, the platform's public origin, or an origin the tenant allows.
+func (e *Handler) originAllowed(r *http.Request, s *snapshot) bool {
+	if !e.hostAllowed(r.Host) {
+		return false
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	if s.origins[strings.TrimSuffix(origin, "/")] {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	return strings.EqualFold(u.Host, r.Host) || strings.EqualFold(u.Host, e.publicHost)
+}
+
+// hostAllowed reports whether a request's Host names this platform.
+func (e *Handler) hostAllowed(host string) bool {
+	if host == "" {
+		return false
+	}
+	if strings.EqualFold(host, e.publicHost) || e.allowedHosts[strings.ToLower(host)] {
+		return true
+	}
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+	}
+	name = strings.Trim(strings.ToLower(name), "[]")
+	if e.allowedHosts[name] {
+		return true
+	}
+	switch name {
+	case "localhost", "127.0.0.1", "::1":
+		return true
+	}
+	return false
+}
+
+func httpVersion(r *http.Request) string {
+	switch r.ProtoMajor {
+	case 2:
+		return "2"
+	case 3:
+		return "3"
+	}
+	return "1." + strconv.Itoa(r.ProtoMinor)
+}
+
+// boundedID is a request id fit to record: as sent when short, else a
+// string of the first bytes of its value.
+func boundedID(id json.RawMessage) json.RawMessage {
+	if len(id) <= bounded.Value {
+		return id
+	}
+	s := string(id)
+	if id[0] == '"' {
+		_ = json.Unmarshal(id, &s)
+	}
+	b, _ := json.Marshal(bounded.String(s, bounded.Value))
+	return b
+}

@@ -1,0 +1,162 @@
+package endpoint
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/opsmcp/platform/mcp"
+)
+
+// supportedVersions is what -32022 and server/discover report.
+var supportedVersions = []string{mcp.Version}
+
+// rpcError is a JSON-RPC error object, with the HTTP status it travels
+// with on a plain JSON response.
+type rpcError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
+	status  int
+	// challenge is a WWW-Authenticate header value to send with it.
+	challenge string
+}
+
+func (e *rpcError) Error() string { return e.Message }
+
+func newError(status, code int, msg string, data any) *rpcError {
+	return &rpcError{Code: code, Message: msg, Data: data, status: status}
+}
+
+func errInvalidParams(msg string) *rpcError {
+	return newError(http.StatusBadRequest, mcp.CodeInvalidParams, msg, nil)
+}
+
+func errInternal() *rpcError {
+	return newError(http.StatusInternalServerError, mcp.CodeInternalError, "Internal error", nil)
+}
+
+// errInvalidState is the one frozen answer to every rejected requestState:
+// the reason goes only to the log and the span.
+func errInvalidState() *rpcError {
+	return newError(http.StatusBadRequest, mcp.CodeInvalidParams, "Invalid or expired requestState",
+		map[string]string{"reason": "invalid_request_state"})
+}
+
+// response is an outbound JSON-RPC response.
+type response struct {
+	JSONRPC string `json:"jsonrpc"`
+	// ID is omitted, not null, when the request's id is unknown: the MCP
+	// schema allows only strings and integers.
+	ID     json.RawMessage `json:"id,omitempty"`
+	Result any             `json:"result,omitempty"`
+	Error  *rpcError       `json:"error,omitempty"`
+}
+
+// notification is an outbound JSON-RPC notification.
+type notification struct {
+	JSONRPC string `json:"jsonrpc"`
+	Method  string `json:"method"`
+	Params  any    `json:"params,omitempty"`
+}
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// writeJSON sends one JSON-RPC message as application/json.
+func writeJSON(w http.ResponseWriter, status int, msg any) {
+	buf := bufPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer bufPool.Put(buf)
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(msg); err != nil {
+		status = http.StatusInternalServerError
+		buf.Reset()
+		buf.WriteString(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error"}}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// writeError sends a JSON-RPC error response with its HTTP status.
+func writeError(w http.ResponseWriter, id json.RawMessage, e *rpcError) {
+	if e.challenge != "" {
+		w.Header().Set("WWW-Authenticate", e.challenge)
+	}
+	status := e.status
+	if status == 0 {
+		status = http.StatusBadRequest
+	}
+	writeJSON(w, status, response{JSONRPC: "2.0", ID: id, Error: e})
+}
+
+// sseWriter streams JSON-RPC messages as server-sent events.
+type sseWriter struct {
+	w       http.ResponseWriter
+	flusher http.Flusher
+	started bool
+	n       int
+	// noIDs leaves event ids out: a legacy client that sees one takes
+	// the stream as resumable, and this server does not resume streams.
+	noIDs bool
+}
+
+func newSSE(w http.ResponseWriter) *sseWriter {
+	f, _ := w.(http.Flusher)
+	return &sseWriter{w: w, flusher: f}
+}
+
+func (s *sseWriter) start() {
+	if s.started {
+		return
+	}
+	s.started = true
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	s.w.WriteHeader(http.StatusOK)
+}
+
+// send writes one message as an event and flushes it.
+func (s *sseWriter) send(msg any) error {
+	s.start()
+	body, err := json.Marshal(msg)
+	if err != nil {
+		return err
+	}
+	s.n++
+	var buf bytes.Buffer
+	if !s.noIDs {
+		buf.WriteString("id: ")
+		buf.WriteString(strconv.Itoa(s.n))
+		buf.WriteString("\n")
+	}
+	buf.WriteString("event: message\ndata: ")
+	buf.Write(body)
+	buf.WriteString("\n\n")
+	if _, err := s.w.Write(buf.Bytes()); err != nil {
+		return err
+	}
+	if s.flusher != nil {
+		s.flusher.Flush()
+	}
+	return nil
+}
+
+// comment writes a keep-alive comment.
+func (s *sseWriter) comment() error {
+	s.start()
+	if _, err := s.w.Write([]byte(": keep-alive\n\n")); err != nil {
+		return err
+	}
+	if s.flusher != nil {
+		s.flusher.Flush()
+	}
+	return nil
+}

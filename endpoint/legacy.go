@@ -1,0 +1,701 @@
+package endpoint
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/textproto"
+	"slices"
+	"time"
+
+	"github.com/opsmcp/platform/auth"
+	"github.com/opsmcp/platform/internal/bounded"
+	"github.com/opsmcp/platform/mcp"
+	"github.com/opsmcp/platform/mrtr"
+	"github.com/opsmcp/platform/store"
+)
+
+// The endpoints are dual-era: beside 2026-07-28 (stateless, per-request
+// _meta), they serve initialization-era clients (2025-11-25, 2025-06-18,
+// 2025-03-26) on the same URL. Such a client opens with initialize and
+// gets a session (legacysession.go); its requests are then served like
+// the stateless ones, with what the stateless revision carries in each
+// request (version, capabilities) taken from the session. A tools/call,
+// prompts/get or resources/read that needs input is bridged
+// (legacybridge.go): the questions go to the client as requests on the
+// call's own event stream, and its answers, which may reach any replica
+// (legacyrelay.go), become the next round's inputResponses, round after
+// round, each round verified and recorded as a stateless retry would be.
+//
+// Which era a request belongs to is decided from the request alone, so
+// any replica decides alike: a POST whose params._meta claims a protocol
+// version, or whose MCP-Protocol-Version header names 2026-07-28, is
+// stateless; every other POST, and a GET or DELETE naming a session, is
+// legacy.
+
+// LegacyOptions configures serving initialization-era clients.
+type LegacyOptions struct {
+	// Serve turns it on.
+	Serve bool
+	// RoundTimeout bounds how long a bridged round waits for the
+	// client's answers; the tenant's state TTL bounds it too.
+	RoundTimeout time.Duration
+	// MaxRounds caps a bridged flow's rounds; 0 (or more than the
+	// tenant's maxRounds) means the tenant's maxRounds.
+	MaxRounds int
+	// SessionTTL is a session's fixed lifetime.
+	SessionTTL time.Duration
+}
+
+// legacy serves the initialization era for a Handler.
+type legacy struct {
+	e      *Handler
+	opts   LegacyOptions
+	ended  *endedSessions
+	relay  *relay
+	levels *levels
+	done   chan struct{}
+}
+
+func newLegacy(ctx context.Context, e *Handler, opts LegacyOptions) *legacy {
+	if opts.RoundTimeout <= 0 {
+		opts.RoundTimeout = 10 * time.Minute
+	}
+	if opts.SessionTTL <= 0 || opts.SessionTTL > mrtr.MaxTTL {
+		opts.SessionTTL = mrtr.MaxTTL
+	}
+	l := &legacy{e: e, opts: opts, ended: newEndedSessions(), relay: newRelay(e.opts.Store, e.log),
+		levels: newLevels(e.opts.Refresh), done: make(chan struct{})}
+	go l.run(ctx)
+	return l
+}
+
+// run relays messages across replicas and prunes expired records until
+// ctx ends (ended sessions are followed by the endpoint's refresh).
+func (l *legacy) run(ctx context.Context) {
+	defer close(l.done)
+	relayDone := make(chan struct{})
+	go func() { defer close(relayDone); l.relay.run(ctx) }()
+	defer func() { <-relayDone }()
+	prune := time.NewTicker(time.Minute)
+	defer prune.Stop()
+	l.refreshEnded(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			l.relay.stopAll()
+			return
+		case <-prune.C:
+			if err := l.e.opts.Store.PruneLegacy(ctx, relayMaxAge); err != nil && ctx.Err() == nil {
+				l.e.log.Warn("pruning legacy sessions failed", "err", err)
+			}
+		}
+	}
+}
+
+// refreshEnded learns of the sessions ended since the last refresh, on
+// any replica, and stops their calls and streams held here.
+func (l *legacy) refreshEnded(ctx context.Context) {
+	fresh, err := l.ended.refresh(ctx, l.e.opts.Store)
+	if err != nil {
+		if ctx.Err() == nil {
+			l.e.log.Warn("ended-session refresh failed; keeping the last known set", "err", err)
+		}
+		return
+	}
+	for _, s := range fresh {
+		l.relay.endSession(s.ID)
+	}
+}
+
+func (l *legacy) close() { <-l.done }
+
+// legacyStream reports whether a GET or DELETE is a legacy session's:
+// it names a session and no 2026-07-28 version.
+func (e *Handler) legacyStream(r *http.Request) bool {
+	return e.legacy != nil && (r.Method == http.MethodGet || r.Method == http.MethodDelete) &&
+		r.Header.Get(mcp.HeaderSessionID) != "" && r.Header.Get(mcp.HeaderProtocolVersion) != mcp.Version
+}
+
+// legacyRequest reports whether a request is served in the
+// initialization era.
+func (e *Handler) legacyRequest(r *http.Request, body []byte) bool {
+	if e.legacy == nil {
+		return false
+	}
+	return r.Method != http.MethodPost || legacyBody(r.Header, body)
+}
+
+var (
+	metaVersionKey = []byte(`"` + mcp.MetaProtocolVersion + `"`)
+	// versionHeader is the header's canonical key, so the stateless
+	// path's check allocates nothing.
+	versionHeader = textproto.CanonicalMIMEHeaderKey(mcp.HeaderProtocolVersion)
+)
+
+// legacyBody reports whether a POST is of the initialization era: its
+// headers do not name 2026-07-28 and its params._meta claims no version.
+// The body is scanned, and decoded only when it holds the claim's key.
+func legacyBody(h http.Header, body []byte) bool {
+	if vs := h[versionHeader]; len(vs) > 0 && vs[0] == mcp.Version {
+		return false
+	}
+	if !bytes.Contains(body, metaVersionKey) {
+		return true
+	}
+	var probe struct {
+		Params struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &probe) != nil {
+		return false // the stateless path names what is wrong with it
+	}
+	_, claimed := probe.Params.Meta[mcp.MetaProtocolVersion]
+	return !claimed
+}
+
+// serveLegacy serves one request of the initialization era: the tenant,
+// its Host and Origin, and the bearer token are checked already.
+func (e *Handler) serveLegacy(x *exchange, snap *snapshot, p *auth.Principal, body []byte) {
+	l := e.legacy
+	switch x.req.Method {
+	case http.MethodGet:
+		l.stream(x, snap, p)
+		return
+	case http.MethodDelete:
+		l.end(x, snap, p)
+		return
+	}
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		x.fail(newError(http.StatusBadRequest, mcp.CodeInvalidRequest, "Empty request body", nil))
+		return
+	}
+	if trimmed[0] == '[' {
+		x.fail(newError(http.StatusBadRequest, mcp.CodeInvalidRequest, "Batches are not supported: send one JSON-RPC message per POST", nil))
+		return
+	}
+	var m wrapped
+	if err := json.Unmarshal(trimmed, &m); err != nil {
+		x.fail(newError(http.StatusBadRequest, mcp.CodeParseError, "Parse error: the body is not valid JSON", nil))
+		return
+	}
+	if m.Method == "" && (m.Result != nil || m.Error != nil) {
+		l.answered(x, snap, p, &m, trimmed)
+		return
+	}
+	q, rerr := parseRequest(trimmed)
+	x.id, x.round.Method, x.round.RequestID = q.id, q.method, boundedID(q.id)
+	if rerr != nil {
+		x.fail(rerr)
+		return
+	}
+	if q.id != nil && q.method == mcp.MethodInitialize {
+		l.initialize(x, snap, p, m.Params)
+		return
+	}
+	if q.id == nil && x.req.Header.Get(mcp.HeaderSessionID) == "" {
+		// A notification outside any session has nothing to act on.
+		x.w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	s, ok := l.session(x, snap, p)
+	if !ok {
+		return
+	}
+	if q.id == nil {
+		l.notified(x, snap, s, q.method, m.Params)
+		return
+	}
+	if v := x.req.Header.Get(mcp.HeaderProtocolVersion); v != "" && !mcp.IsLegacyVersion(v) {
+		x.fail(newError(http.StatusBadRequest, mcp.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+bounded.String(v, 40)+" on a session", nil))
+		return
+	}
+	if _, rerr := q.readTarget(true); rerr != nil {
+		x.round.SessionID, x.round.Era = s.id, s.version
+		legacyFail(x, rerr)
+		return
+	}
+	q.version, q.caps, q.rawCaps, q.client = s.version, s.caps, s.rawCaps, s.client
+	q.progressToken = q.p.Meta.token()
+	c := &call{request: q, snap: snap, principal: p}
+	x.round.SessionID, x.round.Era = s.id, s.version
+	e.begin(x, c)
+	l.dispatch(x, c, s, m.Params)
+}
+
+// session verifies the request's Mcp-Session-Id: missing is 400; unknown,
+// forged, expired, ended or another caller's is 404, after which the
+// client starts a new session. A session that can be verified only
+// against its record (its key retired) while the record cannot be read
+// is 503: the session may well be alive, and a 404 would make the client
+// drop it and every call it has in flight.
+func (l *legacy) session(x *exchange, snap *snapshot, p *auth.Principal) (*session, bool) {
+	id := x.req.Header.Get(mcp.HeaderSessionID)
+	if id == "" {
+		x.fail(newError(http.StatusBadRequest, mcp.CodeInvalidRequest, "Bad Request: the Mcp-Session-Id header is required (initialize first)", nil))
+		return nil, false
+	}
+	s, reason := l.open(x.ctx, snap, p, id)
+	if s == nil {
+		if reason == reasonSessionStore {
+			l.e.log.WarnContext(x.ctx, "legacy session record unavailable", "tenant", snap.slug)
+			x.fail(errSessionsUnavailable())
+			return nil, false
+		}
+		l.e.log.InfoContext(x.ctx, "legacy session refused", "tenant", snap.slug, "reason", reason)
+		x.fail(errSessionNotFound())
+		return nil, false
+	}
+	return s, true
+}
+
+// reasonSessionStore is why a session could not be verified when its
+// record could not be read.
+const reasonSessionStore = "session_record"
+
+func errSessionNotFound() *rpcError {
+	return newError(http.StatusNotFound, mcp.CodeSessionNotFound, "Session not found", nil)
+}
+
+// errSessionsUnavailable answers a request that needs a session's record
+// (or the relay) while the database does not answer: 503, so the client
+// sends it again rather than give the session up.
+func errSessionsUnavailable() *rpcError {
+	return newError(http.StatusServiceUnavailable, mcp.CodeInternalError, "Sessions are unavailable right now; try again", nil)
+}
+
+// legacyFail answers a method's error as legacy clients expect it: in
+// the JSON-RPC body of a 200 (an HTTP error status tells them nothing
+// of the code), except an authorization challenge, which keeps its
+// status.
+func legacyFail(x *exchange, e *rpcError) {
+	if e.challenge == "" {
+		cp := *e
+		cp.status = http.StatusOK
+		e = &cp
+	}
+	x.fail(e)
+}
+
+// legacyAnswer writes a method's answer in the legacy shape.
+func legacyAnswer(x *exchange, a answer) {
+	switch {
+	case a.err != nil:
+		legacyFail(x, a.err)
+	case a.complete != nil:
+		a.complete = legacyResult(a.complete)
+		x.answer(a)
+	default:
+		x.answer(a)
+	}
+}
+
+// legacyResult drops what only the stateless revision's results carry:
+// resultType and the caching hints.
+func legacyResult(v any) any {
+	switch m := v.(type) {
+	case map[string]any:
+		delete(m, "resultType")
+		delete(m, "ttlMs")
+		delete(m, "cacheScope")
+	case map[string]json.RawMessage:
+		delete(m, "resultType")
+		delete(m, "ttlMs")
+		delete(m, "cacheScope")
+	}
+	return v
+}
+
+// serverCapabilities are what initialize declares.
+var serverCapabilities = map[string]any{
+	"logging":     map[string]any{},
+	"completions": map[string]any{},
+	"prompts":     map[string]any{"listChanged": true},
+	"resources":   map[string]any{"subscribe": true, "listChanged": true},
+	"tools":       map[string]any{"listChanged": true},
+}
+
+// initialize starts a session: the version negotiated, the client's
+// capabilities and name sealed into the id, the session recorded.
+func (l *legacy) initialize(x *exchange, snap *snapshot, p *auth.Principal, raw json.RawMessage) {
+	var params struct {
+		ProtocolVersion string          `json:"protocolVersion"`
+		Capabilities    json.RawMessage `json:"capabilities"`
+		ClientInfo      ClientInfo      `json:"clientInfo"`
+	}
+	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &params) != nil {
+		legacyFail(x, errInvalidParams("Invalid params: initialize needs protocolVersion, capabilities and clientInfo"))
+		return
+	}
+	s := &session{id: newSessionID(), version: negotiate(params.ProtocolVersion),
+		client: ClientInfo{Name: bounded.String(params.ClientInfo.Name, 200), Version: bounded.String(params.ClientInfo.Version, 100)}}
+	if len(params.Capabilities) > 0 && params.Capabilities[0] == '{' {
+		_ = json.Unmarshal(params.Capabilities, &s.caps)
+	}
+	s.rawCaps, _ = json.Marshal(s.caps)
+	x.round.SessionID, x.round.Era, x.round.ProtocolVersion, x.round.Client = s.id, s.version, s.version, s.client
+	tok, err := l.mint(x.ctx, snap, p, s)
+	if err != nil {
+		l.e.log.ErrorContext(x.ctx, "cannot seal a legacy session id", "tenant", snap.slug, "err", err)
+		x.fail(errInternal())
+		return
+	}
+	row := &store.LegacySession{ID: s.id, TenantID: snap.tenantID, ProtocolVersion: s.version,
+		ClientName: s.client.Name, ClientVersion: s.client.Version, CreatedAt: time.Now(), ExpiresAt: s.expires,
+		TokenHash: hashHex(tok), PrincipalHash: hashHex(p.Binding()), Capabilities: string(s.rawCaps)}
+	if p != nil {
+		row.PrincipalIssuer, row.PrincipalSubject, row.PrincipalClient = p.Issuer, p.Subject, p.Client
+	}
+	if err := l.e.opts.Store.CreateLegacySession(x.ctx, row); err != nil {
+		// Without its record a session could not be ended: refuse it.
+		l.e.log.ErrorContext(x.ctx, "cannot record a legacy session", "tenant", snap.slug, "err", err)
+		x.fail(errSessionsUnavailable())
+		return
+	}
+	result := map[string]any{
+		"protocolVersion": s.version,
+		"capabilities":    serverCapabilities,
+		"serverInfo":      snap.info[mcp.MetaServerInfo],
+	}
+	if snap.settings.Instructions != "" {
+		result["instructions"] = snap.settings.Instructions
+	}
+	x.w.Header().Set(mcp.HeaderSessionID, tok)
+	x.answer(completed(result))
+}
+
+// notified handles a client's notification: cancellation of one of its
+// bridged calls is relayed to the replica serving it; the rest need
+// nothing.
+func (l *legacy) notified(x *exchange, snap *snapshot, s *session, method string, raw json.RawMessage) {
+	if method == mcp.NotificationCancelled {
+		var p struct {
+			RequestID json.RawMessage `json:"requestId"`
+		}
+		if json.Unmarshal(raw, &p) == nil && len(p.RequestID) > 0 && len(p.RequestID) <= 200 {
+			// A cancellation that cannot be passed on is not retried: the
+			// call then ends by itself (its round times out).
+			_ = l.relay.post(x.ctx, snap.tenantID, s.id, callTarget(s.id, p.RequestID), nil)
+		}
+	}
+	x.w.WriteHeader(http.StatusAccepted)
+}
+
+// answered takes a client's response to a request the platform sent on a
+// bridged call's stream, and relays it to that call. An answer that can
+// be neither handed over here nor passed on (the database down) is 503,
+// so the client sends it again instead of waiting for a call that will
+// never see it.
+func (l *legacy) answered(x *exchange, snap *snapshot, p *auth.Principal, m *wrapped, body []byte) {
+	s, ok := l.session(x, snap, p)
+	if !ok {
+		return
+	}
+	var id string
+	if json.Unmarshal(m.ID, &id) == nil && validLegID(id) {
+		if err := l.relay.post(x.ctx, snap.tenantID, s.id, "r:"+id, body); err != nil {
+			x.fail(errSessionsUnavailable())
+			return
+		}
+	}
+	x.w.WriteHeader(http.StatusAccepted)
+}
+
+// dispatch answers a session's request by its method.
+func (l *legacy) dispatch(x *exchange, c *call, s *session, raw json.RawMessage) {
+	e := l.e
+	switch c.method {
+	case mcp.MethodPing:
+		x.answer(completed(map[string]any{}))
+	case mcp.MethodSetLevel:
+		l.setLevel(x, c, s, raw)
+	case mcp.MethodSubscribe, mcp.MethodUnsubscribe:
+		l.subscribe(x, c, s)
+	case mcp.MethodToolsList:
+		legacyAnswer(x, e.list(c, c.snap.toolList, "tools"))
+	case mcp.MethodPromptsList:
+		legacyAnswer(x, e.list(c, c.snap.promptLst, "prompts"))
+	case mcp.MethodResourcesList:
+		legacyAnswer(x, e.list(c, c.snap.resList, "resources"))
+	case mcp.MethodResourcesTemplatesList:
+		legacyAnswer(x, e.list(c, c.snap.tmplList, "resourceTemplates"))
+	case mcp.MethodComplete:
+		legacyAnswer(x, e.complete(c))
+	case mcp.MethodToolsCall, mcp.MethodPromptsGet, mcp.MethodResourcesRead:
+		l.bridge(x, c, s)
+	default:
+		legacyFail(x, newError(http.StatusNotFound, mcp.CodeMethodNotFound, "Method not found: "+bounded.String(c.method, 100), nil))
+	}
+}
+
+// setLevel records the session's log level, which every replica then
+// uses for the session's calls.
+func (l *legacy) setLevel(x *exchange, c *call, s *session, raw json.RawMessage) {
+	var p struct {
+		Level string `json:"level"`
+	}
+	if json.Unmarshal(raw, &p) != nil {
+		legacyFail(x, errInvalidParams("Invalid params: level is required"))
+		return
+	}
+	if _, ok := logLevels[p.Level]; !ok {
+		legacyFail(x, errInvalidParams("Invalid params: level must be one of debug, info, notice, warning, error, critical, alert, emergency"))
+		return
+	}
+	if err := l.e.opts.Store.SetLegacyLogLevel(x.ctx, c.snap.tenantID, s.id, p.Level); err != nil {
+		l.storeFailed(x, c, err)
+		return
+	}
+	l.levels.put(s.id, p.Level)
+	x.answer(completed(map[string]any{}))
+}
+
+// maxSubscriptions bounds a session's resource subscriptions.
+const maxSubscriptions = 100
+
+// subscribe records a resource (un)subscription; updates go on the
+// session's GET stream, from whichever replica holds it.
+func (l *legacy) subscribe(x *exchange, c *call, s *session) {
+	if len(c.uri) > 2048 {
+		legacyFail(x, errInvalidParams("Invalid params: uri is longer than 2048 bytes"))
+		return
+	}
+	errTooMany := errInvalidParams("Invalid params: a session may subscribe to at most 100 resources")
+	err := l.e.opts.Store.UpdateLegacySubscriptions(x.ctx, c.snap.tenantID, s.id, func(uris []string) ([]string, error) {
+		i := slices.Index(uris, c.uri)
+		switch {
+		case c.method == mcp.MethodSubscribe && i < 0:
+			if len(uris) >= maxSubscriptions {
+				return nil, errTooMany
+			}
+			return append(uris, c.uri), nil
+		case c.method == mcp.MethodUnsubscribe && i >= 0:
+			return slices.Delete(uris, i, i+1), nil
+		}
+		return uris, nil
+	})
+	switch {
+	case errors.Is(err, errTooMany):
+		legacyFail(x, errTooMany)
+	case err != nil:
+		l.storeFailed(x, c, err)
+	default:
+		x.answer(completed(map[string]any{}))
+	}
+}
+
+// storeFailed answers a failed read or write of the session's record: an
+// ended session is 404; anything else (the database down) is 503, which
+// the client may send again.
+func (l *legacy) storeFailed(x *exchange, c *call, err error) {
+	if errors.Is(err, errSessionGone) || errors.Is(err, store.ErrNotFound) {
+		x.fail(errSessionNotFound())
+		return
+	}
+	if x.ctx.Err() == nil {
+		l.e.log.ErrorContext(x.ctx, "legacy session record unavailable", "tenant", c.snap.slug, "err", err)
+	}
+	x.fail(errSessionsUnavailable())
+}
+
+// end answers DELETE: the session ends on every replica (its calls held
+// anywhere stop, its id gets 404 from now on).
+func (l *legacy) end(x *exchange, snap *snapshot, p *auth.Principal) {
+	s, ok := l.session(x, snap, p)
+	if !ok {
+		return
+	}
+	x.round.SessionID, x.round.Era = s.id, s.version
+	if err := l.endSession(x.ctx, snap.tenantID, s.id, s.expires, "client"); err != nil && !errors.Is(err, store.ErrNotFound) {
+		l.e.log.ErrorContext(x.ctx, "ending a legacy session failed", "tenant", snap.slug, "err", err)
+		x.fail(errInternal())
+		return
+	}
+	x.round.Answered = true
+	x.w.WriteHeader(http.StatusNoContent)
+}
+
+// endSession records a session's end and applies it here at once.
+func (l *legacy) endSession(ctx context.Context, tenantID, id string, expires time.Time, by string) error {
+	err := l.e.opts.Store.EndLegacySession(ctx, tenantID, id, by)
+	if err == nil || errors.Is(err, store.ErrNotFound) {
+		l.ended.add(id, expires)
+		l.relay.endSession(id)
+	}
+	return err
+}
+
+// EndSession ends a tenant's legacy session by its id (the nonce admins
+// see): on every replica, its calls stop and its id gets 404.
+// store.ErrNotFound means no such live session.
+func (e *Handler) EndSession(ctx context.Context, slug, id string) error {
+	if !validSessionID(id) {
+		return store.ErrNotFound
+	}
+	tenantID, err := e.tenantID(ctx, slug)
+	if err != nil {
+		return err
+	}
+	if e.legacy == nil {
+		return e.opts.Store.EndLegacySession(ctx, tenantID, id, "admin")
+	}
+	err = e.opts.Store.EndLegacySession(ctx, tenantID, id, "admin")
+	if err == nil {
+		e.legacy.ended.add(id, time.Now().Add(e.legacy.opts.SessionTTL))
+		e.legacy.relay.endSession(id)
+	}
+	return err
+}
+
+// EndSessions ends every live legacy session of a tenant and says how
+// many.
+func (e *Handler) EndSessions(ctx context.Context, slug string) (int64, error) {
+	tenantID, err := e.tenantID(ctx, slug)
+	if err != nil {
+		return 0, err
+	}
+	n, err := e.opts.Store.EndLegacySessions(ctx, tenantID, "admin")
+	if err == nil && e.legacy != nil {
+		e.legacy.refreshEnded(ctx)
+	}
+	return n, err
+}
+
+func (e *Handler) tenantID(ctx context.Context, slug string) (string, error) {
+	t, err := e.opts.Store.GetTenant(ctx, slug)
+	if err != nil {
+		return "", err
+	}
+	return t.ID, nil
+}
+
+// streamKeepAlive is how often an idle stream gets a comment, so
+// proxies do not take it for dead.
+const streamKeepAlive = 15 * time.Second
+
+// stream answers a session's GET: a stream of what concerns the session
+// but no call of it: the tenant's list changes, and updates of the
+// resources it subscribed to. It ends with the session, the client, or
+// the replica, and like every stream at its maximum lifetime, when the
+// caller's token expires, or when the tenant would no longer accept it.
+func (l *legacy) stream(x *exchange, snap *snapshot, p *auth.Principal) {
+	s, ok := l.session(x, snap, p)
+	if !ok {
+		return
+	}
+	x.round.SessionID, x.round.Era = s.id, s.version
+	if _, err := l.sessionRow(x.ctx, snap, s); err != nil {
+		l.storeFailed(x, &call{snap: snap}, err)
+		return
+	}
+	hold, ok := l.e.holdStream(x, snap, p)
+	if !ok {
+		return
+	}
+	defer hold.release()
+	// Held by the relay, so that the session's end, here or on another
+	// replica, ends the stream at once.
+	ctx, cancel := context.WithCancel(x.ctx)
+	defer cancel()
+	held := &bridgeCall{tenantID: snap.tenantID, session: s.id, target: "s:" + newLegID(), cancel: cancel}
+	l.relay.hold(held)
+	defer l.relay.release(held)
+	sse := newSSE(x.w)
+	sse.noIDs = true
+	x.sse, x.round.Answered = sse, true
+	if sse.comment() != nil {
+		return
+	}
+	keepAlive := time.NewTicker(streamKeepAlive)
+	defer keepAlive.Stop()
+	last := snap
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-keepAlive.C:
+			if l.ended.has(s.id) || sse.comment() != nil {
+				return
+			}
+		case <-hold.ending.C:
+			return // its maximum lifetime, or the caller's token expired
+		case ch, ok := <-hold.changes:
+			if !ok || l.ended.has(s.id) {
+				return // shutting down, or the session ended
+			}
+			if ch.tenant && !l.e.mayStay(x, snap, p) {
+				return
+			}
+			for _, n := range []struct {
+				on     bool
+				method string
+			}{
+				{ch.tools, mcp.NotificationToolsListChanged},
+				{ch.prompts, mcp.NotificationPromptsListChanged},
+				{ch.resources, mcp.NotificationResourcesListChanged},
+			} {
+				if n.on && sse.send(notification{JSONRPC: "2.0", Method: n.method}) != nil {
+					return
+				}
+			}
+			if ch.resources || ch.contents {
+				cur, err := l.e.catalogues.lookup(ctx, snap.slug)
+				if err != nil || cur == nil || cur.tenantID != snap.tenantID {
+					return
+				}
+				if l.updated(ctx, sse, last, cur, s) != nil {
+					return
+				}
+				last = cur
+			}
+		}
+	}
+}
+
+// updated sends notifications/resources/updated for every resource the
+// session subscribed to whose content differs between two snapshots.
+func (l *legacy) updated(ctx context.Context, sse *sseWriter, old, cur *snapshot, s *session) error {
+	row, err := l.sessionRow(ctx, cur, s)
+	if err != nil {
+		return err
+	}
+	var uris []string
+	_ = json.Unmarshal([]byte(row.Subscriptions), &uris)
+	for _, uri := range uris {
+		if sameResource(old.resources[uri], cur.resources[uri]) {
+			continue
+		}
+		if err := sse.send(notification{JSONRPC: "2.0", Method: mcp.NotificationResourceUpdated,
+			Params: map[string]any{"uri": uri}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sameResource(a, b *resourceEntry) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	ra, _ := json.Marshal(a.def)
+	rb, _ := json.Marshal(b.def)
+	return bytes.Equal(ra, rb)
+}
+
+// sameResources reports whether two snapshots hold the same static
+// resources, content included.
+func sameResources(a, b map[string]*resourceEntry) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for uri, r := range a {
+		if !sameResource(r, b[uri]) {
+			return false
+		}
+	}
+	return true
+}

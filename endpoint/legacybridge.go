@@ -1,0 +1,608 @@
+package endpoint
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/opsmcp/platform/internal/bounded"
+	"github.com/opsmcp/platform/mcp"
+	"github.com/opsmcp/platform/mrtr"
+	"github.com/opsmcp/platform/webhook"
+)
+
+// The bridge serves a legacy session's tools/call, prompts/get and
+// resources/read. Each round is the stateless round (flowEngine.run),
+// with the session's version and capabilities: the inbound state
+// verified (tenant, principal, expiry, revocation, key ring), declared
+// inputs gathered, the webhook called. When a round needs input, its
+// questions go to the client as JSON-RPC requests on this request's
+// event stream (the legacy way to ask), its answers come back as POSTs
+// (relayed here from any replica), and they are the next round's
+// inputResponses, with the state the round sealed as its requestState:
+// exactly the retry a 2026-07-28 client would send. Every round is its
+// own Round, handed to the sinks when it ends (its span, with
+// mcp.session.id; its line in the flow record, era = the session's
+// version). The call ends with the final result on the stream, or an
+// error when the client does not answer in time, refuses a request,
+// cancels, or the round limit is reached; a client that goes away ends
+// it with nothing written.
+
+// bridged is one bridged call in progress.
+type bridged struct {
+	l  *legacy
+	x  *exchange
+	s  *session
+	bc *bridgeCall
+	// level is the session's log level; progressToken the call's.
+	level         string
+	progressToken json.RawMessage
+	// lastProgress is the last progress value relayed: values must
+	// increase across the whole call, rounds included.
+	lastProgress float64
+	progressed   bool
+}
+
+// legRequest is a request sent to the client on the call's stream.
+type legRequest struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      string          `json:"id"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params,omitempty"`
+}
+
+// legPrefix starts the ids of requests the bridge sends.
+const legPrefix = "opsmcp-"
+
+// newLegID returns a request id unique within the session (and across
+// replicas): 128 random bits.
+func newLegID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return legPrefix + hex.EncodeToString(b[:])
+}
+
+func validLegID(id string) bool {
+	rest, ok := strings.CutPrefix(id, legPrefix)
+	if !ok || len(rest) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(rest)
+	return err == nil
+}
+
+// newUUID returns a random (version 4) UUID, for URL elicitations'
+// elicitationId.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// urlAsk is a URL elicitation the client accepted: once the flow moves
+// past it, the client is told it is complete.
+type urlAsk struct {
+	key, elicitationID string
+	params             json.RawMessage
+}
+
+// legFailure is why a round's requests got no usable answers.
+type legFailure struct {
+	// kind is timeout, refused, cancelled (by the client), gone (the
+	// client disconnected), ended (the session), revoked (the flow, by
+	// an admin), shutdown, unavailable (the tenant).
+	kind   string
+	method string
+	detail string
+}
+
+// bridge serves a carrier request of a legacy session.
+func (l *legacy) bridge(x *exchange, c *call, s *session) {
+	level, err := l.sessionLevel(x.ctx, c.snap, s)
+	if err != nil {
+		l.storeFailed(x, c, err)
+		return
+	}
+	ctx, cancel := context.WithCancel(x.req.Context())
+	defer cancel()
+	bc := &bridgeCall{tenantID: c.snap.tenantID, session: s.id, target: callTarget(s.id, c.id),
+		inbox: make(chan json.RawMessage, 16), cancel: cancel}
+	l.relay.hold(bc)
+	defer l.relay.release(bc)
+	b := &bridged{l: l, x: x, s: s, bc: bc, level: level, progressToken: c.progressToken}
+	b.run(ctx, c)
+}
+
+// maxRounds is the round limit of a tenant's bridged flows.
+func (l *legacy) maxRounds(snap *snapshot) int {
+	n := snap.settings.Rounds()
+	if l.opts.MaxRounds > 0 && l.opts.MaxRounds < n {
+		n = l.opts.MaxRounds
+	}
+	return n
+}
+
+// roundTimeout is how long a round waits for the client: the setting,
+// but never past the round's state TTL, after which the answers would
+// be refused anyway.
+func (l *legacy) roundTimeout(snap *snapshot) time.Duration {
+	return min(l.opts.RoundTimeout, snap.settings.StateTTL())
+}
+
+// stateOnlyBackoff is how long the bridge waits before continuing a
+// round that sealed a state but asked nothing (a backend that wants to
+// be called again).
+var stateOnlyBackoff = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 250 * time.Millisecond}
+
+// run runs the call's rounds until one completes or the call fails.
+func (b *bridged) run(ctx context.Context, c *call) {
+	x, l := b.x, b.l
+	e := l.e
+	var urls []urlAsk
+	stateOnly := 0
+	for {
+		rd := x.round
+		rctx, rcancel := context.WithCancel(x.ctx)
+		stop := context.AfterFunc(ctx, rcancel)
+		a := e.flows.run(rctx, c, rd, b)
+		stop()
+		rcancel()
+		if ctx.Err() != nil {
+			b.stopped(c, b.stopFailure())
+			return
+		}
+		ir := a.inputRequired
+		if ir == nil {
+			b.completeURLs(urls, nil)
+			b.finish(c, a)
+			return
+		}
+		if limit := l.maxRounds(c.snap); rd.Number > limit {
+			// The flow asks again past the limit: the state sealed for it
+			// is never sent, and the call ends as a 2026-07-28 flow would.
+			rd.Asked = nil
+			legacyAnswer(x, roundsExceeded(c, limit))
+			return
+		}
+		b.completeURLs(urls, ir.InputRequests)
+		// This round ends here, its questions about to go out as requests.
+		rd.ResultType, rd.Answered, rd.Ended = mcp.ResultTypeInputRequired, true, time.Now()
+		e.sinks.Round(x.ctx, rd)
+
+		var responses map[string]json.RawMessage
+		var fail *legFailure
+		if len(ir.InputRequests) == 0 {
+			fail = b.pause(ctx, stateOnlyBackoff[min(stateOnly, len(stateOnlyBackoff)-1)])
+			stateOnly++
+		} else {
+			responses, urls, fail = b.ask(ctx, ir.InputRequests, l.roundTimeout(c.snap))
+		}
+		b.next(c, rd)
+		if fail != nil {
+			b.stopped(c, fail)
+			return
+		}
+		snap, err := e.catalogues.lookup(ctx, c.snap.slug)
+		if err != nil || snap == nil || snap.disabled || snap.tenantID != c.snap.tenantID {
+			b.stopped(c, &legFailure{kind: "unavailable"})
+			return
+		}
+		c = c.retry(snap, responses, ir.RequestState)
+	}
+}
+
+// retry is the call's next round: the same request with the client's
+// answers and the state the last round sealed, on the tenant's current
+// catalogue.
+func (c *call) retry(snap *snapshot, responses map[string]json.RawMessage, state string) *call {
+	q := *c.request
+	q.p.InputResponses, q.p.RequestState = nil, nil
+	if responses != nil {
+		q.p.InputResponses, _ = json.Marshal(responses)
+	}
+	if state != "" {
+		q.p.RequestState, _ = json.Marshal(state)
+	}
+	return &call{request: &q, snap: snap, principal: c.principal, header: c.header}
+}
+
+// next starts the call's next round (or its closing one, when the call
+// fails between rounds) as the exchange's current round: a Round of its
+// own, traced as its own span. The span's parent is the client's trace
+// context when it sent one (the rounds are then siblings), else the
+// previous round's span, so a bridged call is one trace.
+func (b *bridged) next(c *call, prev *Round) {
+	x := b.x
+	rd := &Round{
+		Arrived: time.Now(), ClientAddr: prev.ClientAddr, ClientPort: prev.ClientPort, HTTPVersion: prev.HTTPVersion,
+		TenantID: prev.TenantID, Tenant: prev.Tenant, Method: prev.Method, RequestID: prev.RequestID,
+		Target: prev.Target, Registered: prev.Registered, ProtocolVersion: prev.ProtocolVersion, Era: prev.Era,
+		Client: prev.Client, Principal: prev.Principal, SessionID: prev.SessionID,
+		// Until the round opens the state, it continues the same flow
+		// (the closing round of a failed call keeps these).
+		FlowID: prev.FlowID, Number: prev.Number + 1, FlowStart: prev.FlowStart, PreviousEnded: prev.Ended,
+		Served:   prev.Served + prev.Ended.Sub(prev.Arrived),
+		spanName: prev.spanName, flowSpanName: prev.flowSpanName,
+	}
+	if prev.Content != nil {
+		rd.Content = &RoundContent{Arguments: prev.Content.Arguments}
+	}
+	st := &spanState{base: prev.trace.base, header: prev.trace.header}
+	if st.header == nil && c.p.Meta.traceparent == nil && prev.trace.span != nil {
+		st.base = trace.ContextWithSpan(st.base, prev.trace.span)
+	}
+	rd.trace = st
+	x.round = rd
+	x.ctx = b.l.e.tel.begin(rd, &c.p.Meta)
+}
+
+// pause waits before a state-only round continues.
+func (b *bridged) pause(ctx context.Context, d time.Duration) *legFailure {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return b.stopFailure()
+	case <-t.C:
+		return nil
+	}
+}
+
+// stopFailure says why the call's context ended.
+func (b *bridged) stopFailure() *legFailure {
+	switch b.bc.stopped() {
+	case stopClientCancel:
+		return &legFailure{kind: "cancelled"}
+	case stopSessionEnded:
+		return &legFailure{kind: "ended"}
+	case stopShutdown:
+		return &legFailure{kind: "shutdown"}
+	}
+	return &legFailure{kind: "gone"}
+}
+
+// stopped ends a call that did not complete, on its current round: the
+// client is told why when it still listens and did not cancel (a
+// cancelled request gets no answer).
+func (b *bridged) stopped(c *call, f *legFailure) {
+	x := b.x
+	var msg string
+	switch f.kind {
+	case "gone", "cancelled":
+		return
+	case "timeout":
+		msg = fmt.Sprintf("The client did not answer the server's %s request within %s; the call was stopped.", f.method, b.l.roundTimeout(c.snap))
+	case "refused":
+		msg = fmt.Sprintf("The client refused the server's %s request (%s); the call was stopped.", f.method, f.detail)
+	case "ended":
+		msg = "The session ended; the call was stopped."
+	case "revoked":
+		msg = "The call was cancelled by an administrator."
+	case "shutdown":
+		msg = "The server is shutting down; call again."
+	default:
+		msg = "The tenant is no longer available; the call was stopped."
+	}
+	if c.method == mcp.MethodToolsCall && f.kind != "shutdown" {
+		legacyAnswer(x, toolFailed(toolError(c.snap, msg)))
+		return
+	}
+	legacyAnswer(x, failed(newError(http.StatusOK, mcp.CodeInternalError, msg, nil)))
+}
+
+// finish writes the last round's answer in the legacy shape.
+func (b *bridged) finish(c *call, a answer) {
+	if a.err != nil {
+		switch {
+		case a.err.Code == mcp.CodeMissingRequiredCapability:
+			// The session's capabilities lack what the flow needs: no
+			// request was sent, and the error names the capability.
+			var need mrtr.ClientCapabilities
+			if d, ok := a.err.Data.(map[string]any); ok {
+				need, _ = d["requiredCapabilities"].(mrtr.ClientCapabilities)
+			}
+			msg := "This " + targetKind(c.method) + " needs the client capability " + describeCapabilities(need) +
+				", which this session did not declare in initialize."
+			if c.method == mcp.MethodToolsCall {
+				a = toolFailed(toolError(c.snap, msg))
+			} else {
+				a = failed(newError(http.StatusOK, mcp.CodeInternalError, msg, map[string]any{"requiredCapabilities": need}))
+			}
+		case a.err.Code == mcp.CodeInvalidParams && a.err.Message == errInvalidState().Message:
+			// The state of a bridged round never left the server: it was
+			// refused because the flow expired or was cancelled.
+			msg := "The call could not continue: it expired or was cancelled."
+			if c.method == mcp.MethodToolsCall {
+				a = toolFailed(toolError(c.snap, msg))
+			} else {
+				a = failed(newError(http.StatusOK, mcp.CodeInternalError, msg, nil))
+			}
+		case c.method == mcp.MethodResourcesRead && a.err.Code == mcp.CodeInvalidParams && a.err.Message == "Resource not found":
+			// 2026-07-28 moved resource-not-found to -32602; before, -32002.
+			cp := *a.err
+			cp.Code = mcp.CodeResourceNotFound
+			a.err = &cp
+		}
+	}
+	legacyAnswer(b.x, a)
+}
+
+// roundsExceeded is the answer of a flow past the round limit.
+func roundsExceeded(c *call, limit int) answer {
+	msg := fmt.Sprintf("This call needed more than %d rounds of input and was stopped.", limit)
+	if c.method == mcp.MethodToolsCall {
+		return toolFailed(toolError(c.snap, msg))
+	}
+	return failed(newError(http.StatusOK, mcp.CodeInternalError, msg, nil))
+}
+
+func targetKind(method string) string {
+	switch method {
+	case mcp.MethodToolsCall:
+		return "tool"
+	case mcp.MethodPromptsGet:
+		return "prompt"
+	}
+	return "resource"
+}
+
+// describeCapabilities names capabilities the way initialize declares
+// them: elicitation.form, elicitation.url, sampling, sampling.tools,
+// sampling.context, roots.
+func describeCapabilities(c mrtr.ClientCapabilities) string {
+	var names []string
+	if e := c.Elicitation; e != nil {
+		switch {
+		case e.URL != nil && e.Form != nil:
+			names = append(names, "elicitation.form", "elicitation.url")
+		case e.URL != nil:
+			names = append(names, "elicitation.url")
+		default:
+			names = append(names, "elicitation (form)")
+		}
+	}
+	if s := c.Sampling; s != nil {
+		switch {
+		case s.Tools != nil:
+			names = append(names, "sampling.tools")
+		case s.Context != nil:
+			names = append(names, "sampling.context")
+		default:
+			names = append(names, "sampling")
+		}
+	}
+	if c.Roots != nil {
+		names = append(names, "roots")
+	}
+	if len(names) == 0 {
+		return "(unknown)"
+	}
+	return strings.Join(names, " and ")
+}
+
+// ask sends a round's questions as requests on the call's stream and
+// waits for every answer, the round timeout, or the call's end. The
+// first refusal stops the round: the other requests are cancelled.
+func (b *bridged) ask(ctx context.Context, reqs map[string]mrtr.InputRequest, timeout time.Duration) (map[string]json.RawMessage, []urlAsk, *legFailure) {
+	keys := slices.Sorted(maps.Keys(reqs))
+	ids := make([]string, len(keys))
+	byID := make(map[string]int, len(keys))
+	msgs := make([]legRequest, len(keys))
+	elicitationIDs := make([]string, len(keys))
+	for i, k := range keys {
+		ids[i] = newLegID()
+		byID[ids[i]] = i
+		params, eid := legParams(reqs[k])
+		elicitationIDs[i] = eid
+		msgs[i] = legRequest{JSONRPC: "2.0", ID: ids[i], Method: reqs[k].Method, Params: params}
+	}
+	b.l.relay.addLegs(b.bc, ids)
+	defer b.l.relay.dropLegs(ids)
+	sse := b.stream()
+	for i := range msgs {
+		if sse.send(msgs[i]) != nil {
+			return nil, nil, &legFailure{kind: "gone"}
+		}
+	}
+	answers := make(map[string]json.RawMessage, len(keys))
+	var urls []urlAsk
+	cancelRest := func(reason string) {
+		for i, id := range ids {
+			if _, done := answers[keys[i]]; !done {
+				_ = sse.send(notification{JSONRPC: "2.0", Method: mcp.NotificationCancelled,
+					Params: map[string]any{"requestId": id, "reason": reason}})
+			}
+		}
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	keepAlive := time.NewTicker(streamKeepAlive)
+	defer keepAlive.Stop()
+	// An admin's cancellation (here or on any replica) stops the wait at
+	// once rather than when the client answers.
+	revocation := time.NewTicker(b.l.e.opts.Refresh)
+	defer revocation.Stop()
+	rd := b.x.round
+	for len(answers) < len(keys) {
+		select {
+		case <-revocation.C:
+			if b.l.e.revoked.revoked(rd.TenantID, rd.FlowID) {
+				cancelRest("the call was cancelled")
+				return nil, nil, &legFailure{kind: "revoked"}
+			}
+		case <-ctx.Done():
+			f := b.stopFailure()
+			if f.kind != "gone" {
+				cancelRest("the call was stopped")
+			}
+			return nil, nil, f
+		case <-timer.C:
+			cancelRest("timed out")
+			first := ""
+			for i, k := range keys {
+				if _, done := answers[k]; !done {
+					first = msgs[i].Method
+					break
+				}
+			}
+			return nil, nil, &legFailure{kind: "timeout", method: first}
+		case <-keepAlive.C:
+			if sse.comment() != nil {
+				return nil, nil, &legFailure{kind: "gone"}
+			}
+		case raw := <-b.bc.inbox:
+			var resp struct {
+				ID     json.RawMessage `json:"id"`
+				Result json.RawMessage `json:"result"`
+				Error  *struct {
+					Code    int    `json:"code"`
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			var id string
+			if json.Unmarshal(raw, &resp) != nil || json.Unmarshal(resp.ID, &id) != nil {
+				continue
+			}
+			i, ok := byID[id]
+			if !ok {
+				continue
+			}
+			if _, done := answers[keys[i]]; done {
+				continue
+			}
+			if resp.Error != nil || len(resp.Result) == 0 || string(resp.Result) == "null" {
+				detail := "no result"
+				if resp.Error != nil {
+					detail = fmt.Sprintf("%d %s", resp.Error.Code, bounded.String(resp.Error.Message, 200))
+				}
+				answers[keys[i]] = nil // not to be cancelled
+				cancelRest("another request of the call was refused")
+				return nil, nil, &legFailure{kind: "refused", method: msgs[i].Method, detail: detail}
+			}
+			answers[keys[i]] = resp.Result
+			if elicitationIDs[i] != "" && acceptedResult(resp.Result) {
+				urls = append(urls, urlAsk{key: keys[i], elicitationID: elicitationIDs[i], params: reqs[keys[i]].Params})
+			}
+		}
+	}
+	return answers, urls, nil
+}
+
+func acceptedResult(raw json.RawMessage) bool {
+	var r struct {
+		Action string `json:"action"`
+	}
+	return json.Unmarshal(raw, &r) == nil && r.Action == mrtr.ActionAccept
+}
+
+// legParams are an input request's params as a legacy client reads
+// them: a form elicitation without mode (absent means form in every
+// legacy revision, and 2025-06-18 knows no mode), a URL elicitation with
+// the elicitationId 2025-11-25 requires (returned too).
+func legParams(r mrtr.InputRequest) (json.RawMessage, string) {
+	if r.Method != mcp.MethodElicit || len(r.Params) == 0 {
+		return r.Params, ""
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(r.Params, &m) != nil {
+		return r.Params, ""
+	}
+	var mode, eid string
+	_ = json.Unmarshal(m["mode"], &mode)
+	switch mode {
+	case "url":
+		if json.Unmarshal(m["elicitationId"], &eid) != nil || eid == "" {
+			eid = newUUID()
+			m["elicitationId"], _ = json.Marshal(eid)
+		}
+	case "form":
+		delete(m, "mode")
+	default:
+		return r.Params, ""
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return r.Params, ""
+	}
+	return out, eid
+}
+
+// completeURLs tells the client that the URL elicitations it accepted
+// are complete, for those the flow no longer asks (next: the questions
+// of the round that followed; nil when the call ended).
+func (b *bridged) completeURLs(urls []urlAsk, next map[string]mrtr.InputRequest) {
+	for _, u := range urls {
+		if r, again := next[u.key]; again && string(r.Params) == string(u.params) {
+			continue // asked again: not complete
+		}
+		_ = b.stream().send(notification{JSONRPC: "2.0", Method: mcp.NotificationElicitationComplete,
+			Params: map[string]any{"elicitationId": u.elicitationID}})
+	}
+}
+
+// stream returns the call's event stream, starting it if need be. It
+// carries no event ids: the call is not resumable.
+func (b *bridged) stream() *sseWriter {
+	if b.x.sse == nil {
+		b.x.sse = newSSE(b.x.w)
+		b.x.sse.noIDs = true
+	}
+	return b.x.sse
+}
+
+// delivering implements events: the webhook's answer streams when the
+// call asked for progress or the session set a log level.
+func (b *bridged) delivering() bool {
+	if b.progressToken == nil && b.level == "" {
+		return false
+	}
+	b.stream()
+	return true
+}
+
+// progress relays a webhook's progress, increasing across the call.
+func (b *bridged) progress(ev *webhook.Event) {
+	if b.progressToken == nil || (b.progressed && ev.Progress <= b.lastProgress) {
+		return
+	}
+	b.progressed, b.lastProgress = true, ev.Progress
+	p := map[string]any{"progressToken": b.progressToken, "progress": ev.Progress}
+	if ev.Total != nil {
+		p["total"] = *ev.Total
+	}
+	if ev.Message != "" {
+		p["message"] = ev.Message
+	}
+	_ = b.stream().send(notification{JSONRPC: "2.0", Method: mcp.NotificationProgress, Params: p})
+}
+
+// log relays a webhook's log event at or above the session's level.
+func (b *bridged) log(ev *webhook.Event) {
+	if b.level == "" {
+		return
+	}
+	lv, ok := logLevels[ev.Level]
+	if !ok || lv < logLevels[b.level] {
+		return
+	}
+	p := map[string]any{"level": ev.Level, "data": ev.Data}
+	if ev.Data == nil {
+		p["data"] = ev.Message
+	}
+	if ev.Logger != "" {
+		p["logger"] = ev.Logger
+	}
+	_ = b.stream().send(notification{JSONRPC: "2.0", Method: mcp.NotificationMessage, Params: p})
+}

@@ -1,0 +1,71 @@
+package endpoint_test
+
+import (
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/opsmcp/platform/config"
+	"github.com/opsmcp/platform/testkit/platformtest"
+	"github.com/opsmcp/platform/server"
+	"github.com/opsmcp/platform/telemetry"
+)
+
+// BenchmarkRecordingThroughput is BenchmarkTelemetryThroughput's
+// round=flow (eight clients at once, both cores busy, two-round flows)
+// with the flow record off and on, on SQLite and PostgreSQL: every flow
+// round then also goes to the recorder's queue and into the database in
+// batches, on the same two cores. Compare record=off and record=on from
+// interleaved runs (./scripts/bench-record); the cost must stay under
+// 3%. BENCH_DB narrows to one database.
+func BenchmarkRecordingThroughput(b *testing.B) {
+	dbs := []string{"sqlite", "postgres"}
+	if d := os.Getenv("BENCH_DB"); d != "" {
+		dbs = strings.Split(d, ",")
+	}
+	for _, db := range dbs {
+		for _, rec := range []bool{false, true} {
+			name := "db=" + db + "/record=off"
+			if rec {
+				name = "db=" + db + "/record=on"
+			}
+			b.Run(name, func(b *testing.B) {
+				url := platformtest.SQLiteURL(b)
+				if db == "postgres" {
+					url = platformtest.PostgresSchemaURL(b)
+				}
+				hook := benchHook(b).URL
+				p := platformtest.Start(b, url, platformtest.WithConfig(func(c *config.Config) { c.Flows.Record = rec }),
+					platformtestServerTelemetryOff())
+				p.Tenant(b, "acme")
+				p.Tool(b, "acme", confirmTool(hook))
+				endpoint := p.URL + "/t/acme/mcp"
+				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+				if err := tryFlow(client, endpoint); err != nil {
+					b.Fatal(err)
+				}
+				b.SetParallelism(4)
+				cpu0 := platformtest.CPUTime()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if err := tryFlow(client, endpoint); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				b.StopTimer()
+				b.ReportMetric(float64(2*b.N)/b.Elapsed().Seconds(), "rounds/s")
+				b.ReportMetric(float64((platformtest.CPUTime()-cpu0).Nanoseconds())/1e3/float64(2*b.N), "cpu-µs/round")
+			})
+		}
+	}
+}
+
+// platformtestServerTelemetryOff runs the platform without telemetry, as
+// the telemetry benchmarks' off side does.
+func platformtestServerTelemetryOff() platformtest.Option {
+	return platformtest.WithServer(server.WithTelemetry(telemetry.Disabled()))
+}

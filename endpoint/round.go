@@ -1,0 +1,232 @@
+package endpoint
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/opsmcp/platform/auth"
+	"github.com/opsmcp/platform/mcp"
+	"github.com/opsmcp/platform/mrtr"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Round is the facts of one MCP request as an endpoint served it: filled
+// in along the request's path and handed, once, after the answer is
+// written, to every RoundSink. A request that continued or started a
+// multi-round flow carries the flow's facts too.
+//
+// The value is the sinks' to read; none may change it. It holds no
+// secret: no token, no requestState, no answer content (only the
+// questions asked), and Arguments and Result only for consumers the
+// tenant allowed to see content (see Content).
+type Round struct {
+	// Arrived is when the request arrived; Ended when its answer was
+	// written.
+	Arrived, Ended time.Time
+
+	// ClientAddr and ClientPort are the caller's address as the
+	// connection shows it; HTTPVersion is "1.1", "2" or "3".
+	ClientAddr  string
+	ClientPort  int
+	HTTPVersion string
+
+	// TenantID and Tenant (the slug) are set once the tenant is known to
+	// exist, so a sink may use them as labels.
+	TenantID, Tenant string
+
+	// Method is the JSON-RPC method as sent (anything a client wrote;
+	// sinks bound it before using it as a label); RequestID the request's
+	// id as sent, nil for none (an id longer than bounded.Value bytes is
+	// recorded as a string of its first bytes).
+	Method    string
+	RequestID json.RawMessage
+	// Target is the tool or prompt name, or the resource URI (without its
+	// user information, query and fragment), of a method that names one,
+	// cut to bounded.Value bytes like Client's fields; Registered says the
+	// tenant registered it.
+	Target     string
+	Registered bool
+	// ProtocolVersion is the revision the request declared; Era is the
+	// protocol era the endpoint served it in: EraStateless, or the
+	// revision a legacy session negotiated (2025-11-25, …).
+	ProtocolVersion string
+	Era             string
+	// SessionID is the legacy session's id as traces and admins know it
+	// (its nonce, never the sealed token); "" for stateless requests.
+	SessionID string
+	// Client is the client's clientInfo, as it declared it.
+	Client ClientInfo
+	// Principal is the verified caller; nil on a public tenant and for
+	// requests refused before the token was checked.
+	Principal *auth.Principal
+
+	// Flow facts: set on every carrier request (tools/call, prompts/get,
+	// resources/read) that got as far as its state. A fresh call is round
+	// 1 of a new flow id; it is a flow only if it asked for input.
+	FlowID string
+	// Number is this request's round of the flow: 1 for a fresh call,
+	// n+1 for the retry of round n.
+	Number int
+	// FlowStart is when the flow's first round arrived; Served the server
+	// time of the flow's earlier rounds; PreviousEnded when the round
+	// before this one answered (zero for round 1).
+	FlowStart     time.Time
+	Served        time.Duration
+	PreviousEnded time.Time
+
+	// StateIn is what became of the inbound requestState.
+	StateIn StateCheck
+	// StateOut is the requestState this round sealed, if any.
+	StateOut StateSeal
+	// Asked are the input requests of an input_required answer, by wire
+	// key (declared names, and webhook keys under "wh.").
+	Asked map[string]mrtr.InputRequest
+
+	// Webhook is the delivery this round made; nil when it made none.
+	Webhook *WebhookCall
+
+	// ResultType is the answer's resultType ("complete" or
+	// "input_required"); empty when the answer was an error or none was
+	// written (the client went away).
+	ResultType string
+	// ToolError marks a complete tools/call result with isError set.
+	ToolError bool
+	// ErrorCode and ErrorMessage are the JSON-RPC error answered, if any.
+	ErrorCode    int
+	ErrorMessage string
+	// Answered says an answer was written at all.
+	Answered bool
+
+	// Content is set only for tenants that opted into content recording
+	// (settings.traceContent): the tool arguments and the complete result.
+	Content *RoundContent
+	// Answers are the client's inputResponses as sent, set only for
+	// tenants that opted into recording them (settings.recordAnswers).
+	Answers map[string]json.RawMessage
+
+	// names of the request and flow spans, from the catalogue snapshot
+	// (only registered targets name spans).
+	spanName, flowSpanName string
+	// trace is the request's tracing state (see roundTelemetry); nil
+	// outside a request.
+	trace *spanState
+}
+
+// EraStateless is the era of 2026-07-28 requests: per-request metadata,
+// no session.
+const EraStateless = "2026-07-28"
+
+// ClientInfo is a client's name and version as it declared them.
+type ClientInfo struct {
+	Name    string `json:"name,omitempty"`
+	Version string `json:"version,omitempty"`
+}
+
+// StateCheck is the verification of an inbound requestState.
+type StateCheck struct {
+	// Outcome is StateVerified, StateRejected or "" (no state came in).
+	Outcome string
+	// KeyID is the key that verified it.
+	KeyID string
+	// Reason says why it was rejected (never sent to the client).
+	Reason string
+	// Parent is the traceparent of the round that sealed it.
+	Parent string
+}
+
+// StateSeal is the sealing of the next round's requestState.
+type StateSeal struct {
+	// Outcome is StateMinted, StateSealFailed or "" (nothing sealed).
+	Outcome string
+	// KeyID is the key that sealed it; Expires when it stops verifying.
+	KeyID   string
+	Expires time.Time
+}
+
+// State outcomes.
+const (
+	StateVerified   = "verified"
+	StateRejected   = "rejected"
+	StateMinted     = "minted"
+	StateSealFailed = "failed"
+)
+
+// WebhookCall is one delivery to a tenant's backend.
+type WebhookCall struct {
+	// Kind is tool, prompt or resource.
+	Kind string
+	// Outcome is the answer's type (complete or input_required) or, for a
+	// failed delivery, its class (timeout, connect, status, …).
+	Outcome string
+	Failed  bool
+	// Status is the backend's HTTP status, 0 when none came.
+	Status   int
+	Duration time.Duration
+}
+
+// RoundContent is what a round carried, recorded only for tenants that
+// opted in.
+type RoundContent struct {
+	Arguments json.RawMessage
+	Result    any
+}
+
+// SpanContext is the span of the request's round (invalid when it was
+// not traced).
+func (r *Round) SpanContext() trace.SpanContext {
+	if r.trace == nil || r.trace.span == nil {
+		return trace.SpanContext{}
+	}
+	return r.trace.span.SpanContext()
+}
+
+// InFlow reports whether r is a round of a multi-round flow: it
+// continued a verified state or asked for input. A call answered in one
+// round with no state in or out is in no flow.
+func (r *Round) InFlow() bool {
+	return r.FlowID != "" && (r.Number > 1 || r.ResultType == mcp.ResultTypeInputRequired || r.StateOut.Outcome != "")
+}
+
+// EndsFlow reports whether r ended a multi-round flow: it continued a
+// verified state and answered with a complete result or an error.
+func (r *Round) EndsFlow() bool {
+	return r.Number > 1 && r.StateIn.Outcome == StateVerified && r.ResultType != mcp.ResultTypeInputRequired && r.Answered
+}
+
+// A RoundSink consumes rounds: telemetry, the flow recorder. Round is
+// called once per request, after its answer is written, on the request's
+// goroutine with the request's context (carrying its span); it must not
+// block, and must copy what it keeps beyond the call's data it was handed
+// (the Round itself may be kept: nothing writes to it afterwards).
+type RoundSink interface {
+	Round(ctx context.Context, r *Round)
+}
+
+// A RunningSink is also told when a round of a multi-round flow (round
+// 2 or later) is about to call the webhook, so a live view can show the
+// flow running. It must not block.
+type RunningSink interface {
+	Running(ctx context.Context, r *Round)
+}
+
+// sinks fans a round out to several sinks.
+type sinks []RoundSink
+
+func (s sinks) Round(ctx context.Context, r *Round) {
+	for _, k := range s {
+		k.Round(ctx, r)
+	}
+}
+
+// running tells the sinks that care that r is calling the webhook.
+func (s sinks) running(ctx context.Context, r *Round) {
+	if r.Number < 2 {
+		return
+	}
+	for _, k := range s {
+		if rs, ok := k.(RunningSink); ok {
+			rs.Running(ctx, r)
+		}
+	}
+}
