@@ -262,12 +262,14 @@ func (e *Handler) CancelFlow(ctx context.Context, slug, flowID string) error {
 // ServeHTTP serves POST /t/{slug}/mcp: one JSON-RPC request, answered as
 // JSON or, when it streams, as server-sent events. Each step below either
 // passes the request on or answers it; the round's facts are gathered on
-// the way and handed to the sinks when the answer is written.
+// the way and handed to the sinks when the answer is written. The slug is
+// the router's: the request's path value "slug" (a net/http pattern
+// /t/{slug}/mcp, or the server's gin route, which sets it).
 func (e *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x := e.arrive(w, r)
 	defer e.finish(x)
-	slug, ok := slugOf(r.URL.Path)
-	if !ok {
+	slug := r.PathValue("slug")
+	if slug == "" {
 		x.fail(newError(http.StatusNotFound, mcp.CodeInvalidRequest, "Not an MCP endpoint", nil))
 		return
 	}
@@ -495,19 +497,6 @@ func (e *Handler) ServeMetadata(w http.ResponseWriter, r *http.Request, slug str
 	}
 	w.Header().Set("Cache-Control", "public, max-age=300")
 	writeJSON(w, http.StatusOK, auth.Metadata(s.audience, s.settings.Auth, s.scopes))
-}
-
-// slugOf extracts {slug} from /t/{slug}/mcp.
-func slugOf(path string) (string, bool) {
-	rest, ok := strings.CutPrefix(path, "/t/")
-	if !ok {
-		return "", false
-	}
-	slug, ok := strings.CutSuffix(rest, "/mcp")
-	if !ok || slug == "" || strings.Contains(slug, "/") {
-		return "", false
-	}
-	return slug, true
 }
 
 // originAllowed guards against DNS rebinding. The Host must be the

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/textproto"
 	"slices"
 	"time"
 
@@ -111,51 +110,6 @@ func (l *legacy) refreshEnded(ctx context.Context) {
 }
 
 func (l *legacy) close() { <-l.done }
-
-// legacyStream reports whether a GET or DELETE is a legacy session's:
-// it names a session and no 2026-07-28 version.
-func (e *Handler) legacyStream(r *http.Request) bool {
-	return e.legacy != nil && (r.Method == http.MethodGet || r.Method == http.MethodDelete) &&
-		r.Header.Get(mcp.HeaderSessionID) != "" && r.Header.Get(mcp.HeaderProtocolVersion) != mcp.Version
-}
-
-// legacyRequest reports whether a request is served in the
-// initialization era.
-func (e *Handler) legacyRequest(r *http.Request, body []byte) bool {
-	if e.legacy == nil {
-		return false
-	}
-	return r.Method != http.MethodPost || legacyBody(r.Header, body)
-}
-
-var (
-	metaVersionKey = []byte(`"` + mcp.MetaProtocolVersion + `"`)
-	// versionHeader is the header's canonical key, so the stateless
-	// path's check allocates nothing.
-	versionHeader = textproto.CanonicalMIMEHeaderKey(mcp.HeaderProtocolVersion)
-)
-
-// legacyBody reports whether a POST is of the initialization era: its
-// headers do not name 2026-07-28 and its params._meta claims no version.
-// The body is scanned, and decoded only when it holds the claim's key.
-func legacyBody(h http.Header, body []byte) bool {
-	if vs := h[versionHeader]; len(vs) > 0 && vs[0] == mcp.Version {
-		return false
-	}
-	if !bytes.Contains(body, metaVersionKey) {
-		return true
-	}
-	var probe struct {
-		Params struct {
-			Meta map[string]json.RawMessage `json:"_meta"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(body, &probe) != nil {
-		return false // the stateless path names what is wrong with it
-	}
-	_, claimed := probe.Params.Meta[mcp.MetaProtocolVersion]
-	return !claimed
-}
 
 // serveLegacy serves one request of the initialization era: the tenant,
 // its Host and Origin, and the bearer token are checked already.
@@ -675,27 +629,4 @@ func (l *legacy) updated(ctx context.Context, sse *sseWriter, old, cur *snapshot
 		}
 	}
 	return nil
-}
-
-func sameResource(a, b *resourceEntry) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	ra, _ := json.Marshal(a.def)
-	rb, _ := json.Marshal(b.def)
-	return bytes.Equal(ra, rb)
-}
-
-// sameResources reports whether two snapshots hold the same static
-// resources, content included.
-func sameResources(a, b map[string]*resourceEntry) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for uri, r := range a {
-		if !sameResource(r, b[uri]) {
-			return false
-		}
-	}
-	return true
 }

@@ -205,3 +205,28 @@ func (e *Handler) mayStay(x *exchange, snap *snapshot, p *auth.Principal) bool {
 	now, err := e.verifier.Verify(x.ctx, tok, cur.settings.Auth, cur.audience)
 	return err == nil && now.Binding() == p.Binding()
 }
+
+// sameResource reports whether a static resource is unchanged between two
+// snapshots, content included (nil: absent).
+func sameResource(a, b *resourceEntry) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	ra, _ := json.Marshal(a.def)
+	rb, _ := json.Marshal(b.def)
+	return bytes.Equal(ra, rb)
+}
+
+// sameResources reports whether two snapshots hold the same static
+// resources, content included.
+func sameResources(a, b map[string]*resourceEntry) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for uri, r := range a {
+		if !sameResource(r, b[uri]) {
+			return false
+		}
+	}
+	return true
+}

@@ -288,8 +288,10 @@ func New(ctx context.Context, in *config.Config, log *slog.Logger, version strin
 			s.metricsHandler = metricsOnly(mh)
 		}
 	}
-	mcp := gin.WrapH(reg)
-	r.Any("/t/:slug/mcp", mcp)
+	r.Any("/t/:slug/mcp", func(c *gin.Context) {
+		c.Request.SetPathValue("slug", c.Param("slug"))
+		reg.ServeHTTP(c.Writer, c.Request)
+	})
 	r.GET("/.well-known/oauth-protected-resource/t/:slug/mcp", func(c *gin.Context) {
 		reg.ServeMetadata(c.Writer, c.Request, c.Param("slug"))
 	})
