@@ -19,7 +19,7 @@
 //   - exchange.go: the answer written, as JSON or as an event stream.
 //
 // The same endpoint serves initialization-era clients (2025-11-25 and
-// earlier), decided per request (legacy.go): initialize starts a session
+// earlier), decided per request (era.go): initialize starts a session
 // whose id any replica verifies (legacysession.go); a session's
 // tools/call, prompts/get and resources/read run the same rounds, bridged
 // onto the call's event stream as server-to-client requests
