@@ -81,8 +81,15 @@ func (b *BootstrapToken) Authenticate(r *http.Request) (*Admin, error) {
 
 // Options configures the admin API.
 type Options struct {
-	Store *store.Store
-	Auth  Authenticator
+	// Tenants, Record, Tokens, Audit and LegacySessions are the parts
+	// of the database the API uses (store.Store's Tenants, Record,
+	// Credentials, Audit and Legacy).
+	Tenants        TenantStore
+	Record         FlowRecord
+	Tokens         TokenStore
+	Audit          AuditLog
+	LegacySessions SessionLister
+	Auth           Authenticator
 	// MaxBodyBytes caps request bodies; 0 means 1 MiB.
 	MaxBodyBytes int64
 	// CatalogueItems bounds a tenant's catalogue items; 0 means no limit.

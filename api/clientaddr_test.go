@@ -26,7 +26,7 @@ var forwardingHeaders = []string{"X-Forwarded-For", "X-Real-IP", "Forwarded", "T
 func auditedAddress(t *testing.T, p *platformtest.Platform, tenantID, peer string, header http.Header) string {
 	t.Helper()
 	ctx := context.Background()
-	before, err := p.Server.Store().AuditLog(ctx, tenantID, time.Time{}, 500)
+	before, err := p.Server.Store().Audit().List(ctx, tenantID, time.Time{}, 500)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func auditedAddress(t *testing.T, p *platformtest.Platform, tenantID, peer strin
 			t.Fatalf("rename: %d %s", rec.Code, rec.Body)
 		}
 	}
-	after, err := p.Server.Store().AuditLog(ctx, tenantID, time.Time{}, 500)
+	after, err := p.Server.Store().Audit().List(ctx, tenantID, time.Time{}, 500)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
 // adminTables are the tables the admin API writes to.
@@ -12,15 +12,11 @@ var adminTables = []string{"tenants", "retired_slugs", "catalogue_items", "revok
 
 // dbState is every row of the admin API's tables, as one comparable
 // string: two equal states mean nothing was written in between.
-func dbState(t testing.TB, st *store.Store) string {
+func dbState(t testing.TB, db *platformtest.DB) string {
 	t.Helper()
 	all := map[string][]map[string]any{}
 	for _, table := range adminTables {
-		var rows []map[string]any
-		if err := st.DB().Table(table).Order("1").Find(&rows).Error; err != nil {
-			t.Fatalf("read %s: %v", table, err)
-		}
-		all[table] = rows
+		all[table] = db.Rows(t, "SELECT * FROM "+table+" ORDER BY 1")
 	}
 	b, err := json.Marshal(all)
 	if err != nil {

@@ -15,16 +15,17 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/store/record"
 )
 
 // FlowActions cancels flows and follows their changes (package flows);
 // reading the record goes straight to the store.
 type FlowActions interface {
 	// Cancel revokes flows and marks them cancelled, reporting how many.
-	Cancel(ctx context.Context, flows []store.Flow, reason, by string) (int, error)
+	Cancel(ctx context.Context, flows []record.Flow, reason, by string) (int, error)
 	// Watch follows the changes of the flows visible selects, after
 	// change after.
-	Watch(ctx context.Context, after int64, visible func(tenantID string) bool) (<-chan store.FlowChange, error)
+	Watch(ctx context.Context, after int64, visible func(tenantID string) bool) (<-chan record.Change, error)
 }
 
 func (s *Server) registerFlows(v1 gin.IRouter) {
@@ -99,7 +100,7 @@ type roundView struct {
 	TraceURL       string          `json:"traceUrl,omitempty"`
 }
 
-func (s *Server) viewFlow(f *store.Flow) flowView {
+func (s *Server) viewFlow(f *record.Flow) flowView {
 	v := flowView{
 		ID: f.ID, Tenant: f.TenantSlug, Method: f.Method, Target: f.Target, State: f.State, Rounds: f.Rounds,
 		Era: f.Era, PendingKinds: []string{}, KeyID: f.KeyID, Replica: f.Replica, TraceID: f.TraceID,
@@ -119,7 +120,7 @@ func (s *Server) viewFlow(f *store.Flow) flowView {
 	return v
 }
 
-func (s *Server) viewRound(r *store.FlowRound) roundView {
+func (s *Server) viewRound(r *record.Round) roundView {
 	return roundView{
 		N: r.N, ArrivedAt: r.ArrivedAt.UTC(), EndedAt: r.EndedAt.UTC(),
 		ServerMS: float64(r.ServerUS) / 1000, ClientWaitMS: float64(r.ClientWaitUS) / 1000,
@@ -151,8 +152,8 @@ func (s *Server) visibleTenants(c *gin.Context) ([]string, error) {
 // flowFilter reads a flow selection from query parameters (or, for a
 // bulk cancel, the same names in a JSON object), limited to the tenants
 // the caller may see.
-func (s *Server) flowFilter(c *gin.Context, get func(string) string) (store.FlowFilter, *Problem) {
-	var f store.FlowFilter
+func (s *Server) flowFilter(c *gin.Context, get func(string) string) (record.Filter, *Problem) {
+	var f record.Filter
 	var errs []FieldError
 	visible, err := s.visibleTenants(c)
 	if err != nil {
@@ -164,7 +165,7 @@ func (s *Server) flowFilter(c *gin.Context, get func(string) string) (store.Flow
 		slug = get("tenant")
 	}
 	if slug != "" {
-		t, err := s.opts.Store.GetTenant(c.Request.Context(), slug)
+		t, err := s.opts.Tenants.Get(c.Request.Context(), slug)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			f.TenantIDs = []string{}
@@ -178,8 +179,8 @@ func (s *Server) flowFilter(c *gin.Context, get func(string) string) (store.Flow
 	}
 	if v := get("state"); v != "" {
 		for _, st := range strings.Split(v, ",") {
-			if !slices.Contains(store.FlowStates, st) {
-				errs = append(errs, FieldError{"state", fmt.Sprintf("%q is not a flow state (%s)", st, strings.Join(store.FlowStates, ", "))})
+			if !slices.Contains(record.States, st) {
+				errs = append(errs, FieldError{"state", fmt.Sprintf("%q is not a flow state (%s)", st, strings.Join(record.States, ", "))})
 				continue
 			}
 			f.States = append(f.States, st)
@@ -226,7 +227,7 @@ func (s *Server) flowFilter(c *gin.Context, get func(string) string) (store.Flow
 
 // flowCursor encodes a listing position with its sort, so a cursor is
 // never read against another order.
-func encodeFlowCursor(sort store.FlowSort, c *store.FlowCursor) string {
+func encodeFlowCursor(sort record.Sort, c *record.Cursor) string {
 	b, _ := json.Marshal(struct {
 		S string    `json:"s"`
 		T time.Time `json:"t"`
@@ -236,7 +237,7 @@ func encodeFlowCursor(sort store.FlowSort, c *store.FlowCursor) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func decodeFlowCursor(sort store.FlowSort, raw string) (*store.FlowCursor, bool) {
+func decodeFlowCursor(sort record.Sort, raw string) (*record.Cursor, bool) {
 	b, err := base64.RawURLEncoding.DecodeString(raw)
 	if err != nil {
 		return nil, false
@@ -250,7 +251,7 @@ func decodeFlowCursor(sort store.FlowSort, raw string) (*store.FlowCursor, bool)
 	if json.Unmarshal(b, &v) != nil || v.S != string(sort) || v.I == "" {
 		return nil, false
 	}
-	return &store.FlowCursor{Time: v.T, Rounds: v.R, ID: v.I}, true
+	return &record.Cursor{Time: v.T, Rounds: v.R, ID: v.I}, true
 }
 
 // listFlows answers GET /flows and GET /tenants/{slug}/flows: one page,
@@ -261,9 +262,9 @@ func (s *Server) listFlows(c *gin.Context) {
 		writeProblem(c, p)
 		return
 	}
-	sort := store.FlowSort(c.DefaultQuery("sort", string(store.SortUpdated)))
+	sort := record.Sort(c.DefaultQuery("sort", string(record.SortUpdated)))
 	switch sort {
-	case store.SortUpdated, store.SortStarted, store.SortWaiting, store.SortRounds:
+	case record.SortUpdated, record.SortStarted, record.SortWaiting, record.SortRounds:
 	default:
 		writeProblem(c, probValidation.with("bad sort", FieldError{"sort", "must be updated, started, waiting or rounds"}))
 		return
@@ -277,7 +278,7 @@ func (s *Server) listFlows(c *gin.Context) {
 		}
 		limit = n
 	}
-	var after *store.FlowCursor
+	var after *record.Cursor
 	if cur := c.Query("cursor"); cur != "" {
 		var ok bool
 		if after, ok = decodeFlowCursor(sort, cur); !ok {
@@ -286,12 +287,12 @@ func (s *Server) listFlows(c *gin.Context) {
 		}
 	}
 	ctx := c.Request.Context()
-	pg, err := s.opts.Store.ListFlows(ctx, f, sort, after, limit)
+	pg, err := s.opts.Record.List(ctx, f, sort, after, limit)
 	if err != nil {
 		s.storeProblem(c, err)
 		return
 	}
-	counts, err := s.opts.Store.CountFlows(ctx, f)
+	counts, err := s.opts.Record.Count(ctx, f)
 	if err != nil {
 		s.storeProblem(c, err)
 		return
@@ -313,8 +314,8 @@ func (s *Server) listFlows(c *gin.Context) {
 
 // tenantFlow reads a flow of the route's tenant; another tenant's flow,
 // or one the record does not know, is 404.
-func (s *Server) tenantFlow(c *gin.Context) (*store.Flow, []store.FlowRound, bool) {
-	f, rounds, err := s.opts.Store.GetFlow(c.Request.Context(), c.Param("flow"))
+func (s *Server) tenantFlow(c *gin.Context) (*record.Flow, []record.Round, bool) {
+	f, rounds, err := s.opts.Record.Get(c.Request.Context(), c.Param("flow"))
 	if errors.Is(err, store.ErrNotFound) || (err == nil && f.TenantSlug != c.Param("slug")) {
 		writeProblem(c, probNotFound.with("flow \""+c.Param("flow")+"\": not found in the flow record of tenant \""+c.Param("slug")+"\""))
 		return nil, nil, false
@@ -373,11 +374,11 @@ func (s *Server) cancelFlow(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if f.State != store.FlowAwaitingInput && f.State != store.FlowRunning {
+	if f.State != record.AwaitingInput && f.State != record.Running {
 		writeProblem(c, probConflict.with("flow \""+f.ID+"\" is "+f.State+": only a flow awaiting input or running can be cancelled"))
 		return
 	}
-	if _, err := s.opts.Flows.Cancel(c.Request.Context(), []store.Flow{*f}, req.Reason, adminOf(c)); err != nil {
+	if _, err := s.opts.Flows.Cancel(c.Request.Context(), []record.Flow{*f}, req.Reason, adminOf(c)); err != nil {
 		s.storeProblem(c, err)
 		return
 	}
@@ -441,9 +442,9 @@ func (s *Server) cancelFlows(c *gin.Context) {
 		writeProblem(c, p)
 		return
 	}
-	f.States = []string{store.FlowAwaitingInput, store.FlowRunning}
+	f.States = []string{record.AwaitingInput, record.Running}
 	ctx := c.Request.Context()
-	matched, err := s.opts.Store.FlowIDs(ctx, f, maxBulkCancel+1)
+	matched, err := s.opts.Record.IDs(ctx, f, maxBulkCancel+1)
 	if err != nil {
 		s.storeProblem(c, err)
 		return
@@ -473,7 +474,7 @@ func (s *Server) cancelFlows(c *gin.Context) {
 	entry := store.AuditEntry{Actor: a.Subject, Action: "POST /api/v1/flows/cancel", TenantSlug: req.Filter["tenant"],
 		Object: "flows", RemoteAddr: c.ClientIP()}
 	detail := map[string]any{"matched": len(matched), "cancelled": n, "filter": req.Filter, "reason": req.Reason}
-	if err := s.opts.Store.Audit(context.WithoutCancel(ctx), entry, detail); err != nil {
+	if err := s.opts.Audit.Write(context.WithoutCancel(ctx), entry, detail); err != nil {
 		s.log.Error("audit write failed", "action", entry.Action, "err", err)
 	}
 	c.Set("audited", true)
@@ -497,7 +498,7 @@ func (s *Server) streamFlows(c *gin.Context) {
 	}
 	var only string
 	if slug := c.Query("tenant"); slug != "" {
-		t, err := s.opts.Store.GetTenant(c.Request.Context(), slug)
+		t, err := s.opts.Tenants.Get(c.Request.Context(), slug)
 		if err != nil || (visible != nil && !slices.Contains(visible, t.ID)) {
 			writeProblem(c, probNotFound.with("tenant \""+slug+"\": not found"))
 			return
@@ -580,12 +581,12 @@ func (s *Server) overview(c *gin.Context) {
 		s.storeProblem(c, err)
 		return
 	}
-	items, err := s.opts.Store.CatalogueCounts(ctx)
+	items, err := s.opts.Tenants.CatalogueCounts(ctx)
 	if err != nil {
 		s.storeProblem(c, err)
 		return
 	}
-	flows, err := s.opts.Store.FlowCountsByTenant(ctx)
+	flows, err := s.opts.Record.CountsByTenant(ctx)
 	if err != nil {
 		s.storeProblem(c, err)
 		return
@@ -602,7 +603,7 @@ func (s *Server) overview(c *gin.Context) {
 	for id := range flows {
 		ids = append(ids, id)
 	}
-	slugs, err := s.opts.Store.TenantSlugsByID(ctx, ids)
+	slugs, err := s.opts.Tenants.SlugsByID(ctx, ids)
 	if err != nil {
 		s.storeProblem(c, err)
 		return

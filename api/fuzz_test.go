@@ -16,9 +16,8 @@ import (
 
 	"github.com/opsmcp/platform/api"
 	"github.com/opsmcp/platform/config"
-	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/server"
-	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
 // fuzzRoutes are the admin API's routes that decode a JSON body into a
@@ -70,14 +69,14 @@ func fuzzPlatform(f *testing.F, d platformtest.Dialect) fuzzTarget {
 			f.Fatalf("fixture %s: %d %s", c.path, rec.Code, rec.Body)
 		}
 	}
-	return fuzzTarget{d.Name, h, srv.Store()}
+	return fuzzTarget{d.Name, h, platformtest.SQL(f, cfg.DatabaseURL)}
 }
 
 // fuzzTarget is one platform the fuzzer drives.
 type fuzzTarget struct {
 	dialect string
 	h       http.Handler
-	st      *store.Store
+	db      *platformtest.DB // the database, read apart from the platform
 }
 
 func serve(h http.Handler, method, path, contentType, ifMatch string, body []byte) *httptest.ResponseRecorder {
@@ -121,7 +120,7 @@ func FuzzAdminJSON(f *testing.F) {
 // properties FuzzAdminJSON states.
 func checkAdminJSON(t *testing.T, tg fuzzTarget, method, path, contentType, ifMatch string, body []byte) {
 	t.Helper()
-	before := dbState(t, tg.st)
+	before := dbState(t, tg.db)
 	rec := serve(tg.h, method, path, contentType, ifMatch, body)
 	what := fmt.Sprintf("%s: %s %s %q", tg.dialect, method, path, body)
 	if rec.Code >= 500 {
@@ -140,7 +139,7 @@ func checkAdminJSON(t *testing.T, tg fuzzTarget, method, path, contentType, ifMa
 		if !utf8.ValidString(p.Detail) {
 			t.Fatalf("%s: a problem detail that is not UTF-8: %q", what, p.Detail)
 		}
-		if after := dbState(t, tg.st); after != before {
+		if after := dbState(t, tg.db); after != before {
 			t.Fatalf("%s: refused with %d, yet the database changed:\nbefore %s\nafter  %s", what, rec.Code, before, after)
 		}
 		return
@@ -148,13 +147,13 @@ func checkAdminJSON(t *testing.T, tg fuzzTarget, method, path, contentType, ifMa
 	if !json.Valid(rec.Body.Bytes()) {
 		t.Fatalf("%s: %d with a body that is not JSON: %s", what, rec.Code, rec.Body)
 	}
-	undo(t, tg.h, tg.st, method, path, rec.Body.Bytes())
+	undo(t, tg.h, tg.db, method, path, rec.Body.Bytes())
 }
 
 // undo removes what an accepted request created, and the records it left
 // (audit entries, the retired slug, tokens), so inputs do not pile up.
 // Replacements and tenant changes stay: they are valid states too.
-func undo(t *testing.T, h http.Handler, st *store.Store, method, path string, answer []byte) {
+func undo(t *testing.T, h http.Handler, db *platformtest.DB, method, path string, answer []byte) {
 	t.Helper()
 	var created struct {
 		Slug string `json:"slug"`
@@ -172,8 +171,6 @@ func undo(t *testing.T, h http.Handler, st *store.Store, method, path string, an
 		}
 	}
 	for _, table := range []string{"audit_log", "retired_slugs", "api_token_tenants", "api_tokens"} {
-		if err := st.DB().Exec("DELETE FROM " + table).Error; err != nil {
-			t.Fatal(err)
-		}
+		db.Exec(t, "DELETE FROM "+table)
 	}
 }

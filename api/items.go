@@ -131,7 +131,7 @@ func (h itemHandlers) create(c *gin.Context) {
 		secret = catalogue.NewWebhookSecret()
 		it.WebhookSecret = &secret
 	}
-	if err := h.s.opts.Store.CreateItem(c.Request.Context(), c.Param("slug"), it, h.s.opts.CatalogueItems); err != nil {
+	if err := h.s.opts.Tenants.CreateItem(c.Request.Context(), c.Param("slug"), it, h.s.opts.CatalogueItems); err != nil {
 		h.s.storeProblem(c, err)
 		return
 	}
@@ -143,7 +143,7 @@ func (h itemHandlers) create(c *gin.Context) {
 }
 
 func (h itemHandlers) get(c *gin.Context) {
-	it, err := h.s.opts.Store.GetItem(c.Request.Context(), c.Param("slug"), string(h.k.kind), c.Param("name"))
+	it, err := h.s.opts.Tenants.GetItem(c.Request.Context(), c.Param("slug"), string(h.k.kind), c.Param("name"))
 	if err != nil {
 		h.s.storeProblem(c, err)
 		return
@@ -158,7 +158,7 @@ func (h itemHandlers) list(c *gin.Context) {
 		writeProblem(c, p)
 		return
 	}
-	items, err := h.s.opts.Store.ListItems(c.Request.Context(), c.Param("slug"), string(h.k.kind), after, limit+1)
+	items, err := h.s.opts.Tenants.ListItems(c.Request.Context(), c.Param("slug"), string(h.k.kind), after, limit+1)
 	if err != nil {
 		h.s.storeProblem(c, err)
 		return
@@ -195,7 +195,7 @@ func (h itemHandlers) replace(c *gin.Context) {
 	}
 	spec, _ := json.Marshal(def)
 	var secret string
-	it, err := h.s.opts.Store.UpdateItem(c.Request.Context(), c.Param("slug"), string(h.k.kind), c.Param("name"), want, func(it *store.Item) error {
+	it, err := h.s.opts.Tenants.UpdateItem(c.Request.Context(), c.Param("slug"), string(h.k.kind), c.Param("name"), want, func(it *store.Item) error {
 		it.Spec, it.URI = string(spec), nullable(def.ItemURI())
 		switch {
 		case def.WebhookHandler() == nil:
@@ -222,7 +222,7 @@ func (h itemHandlers) delete(c *gin.Context) {
 		writeProblem(c, p)
 		return
 	}
-	if err := h.s.opts.Store.DeleteItem(c.Request.Context(), c.Param("slug"), string(h.k.kind), c.Param("name"), want); err != nil {
+	if err := h.s.opts.Tenants.DeleteItem(c.Request.Context(), c.Param("slug"), string(h.k.kind), c.Param("name"), want); err != nil {
 		h.s.storeProblem(c, err)
 		return
 	}
@@ -235,7 +235,7 @@ func (h itemHandlers) delete(c *gin.Context) {
 // once. Deliveries are signed with the new secret from the next call on.
 func (h itemHandlers) rotateSecret(c *gin.Context) {
 	var secret string
-	it, err := h.s.opts.Store.UpdateItem(c.Request.Context(), c.Param("slug"), string(h.k.kind), c.Param("name"), 0, func(it *store.Item) error {
+	it, err := h.s.opts.Tenants.UpdateItem(c.Request.Context(), c.Param("slug"), string(h.k.kind), c.Param("name"), 0, func(it *store.Item) error {
 		if it.WebhookSecret == nil {
 			return errNoHandler
 		}

@@ -64,7 +64,7 @@ func (s *Server) keysAudit(c *gin.Context, action, object string, detail map[str
 	if t := tenantOf(c); t != nil {
 		e.TenantID, e.TenantSlug = t.ID, t.Slug
 	}
-	if err := s.opts.Store.Audit(context.WithoutCancel(c.Request.Context()), e, detail); err != nil {
+	if err := s.opts.Audit.Write(context.WithoutCancel(c.Request.Context()), e, detail); err != nil {
 		s.log.Error("audit write failed", "action", action, "err", err)
 	}
 }

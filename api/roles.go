@@ -119,18 +119,20 @@ func (s SessionAuth) Authenticate(r *http.Request) (*Admin, error) {
 // BindTenants): the tenant-admin slugs among roles, mapped to the
 // tenants holding them now. Slugs no tenant holds are left out, so they
 // grant nothing even if a tenant takes the slug later.
-func BindTenants(st *store.Store) func(ctx context.Context, roles []string) (map[string]string, error) {
+func BindTenants(st interface {
+	IDsBySlug(ctx context.Context, slugs []string) (map[string]string, error)
+}) func(ctx context.Context, roles []string) (map[string]string, error) {
 	return func(ctx context.Context, roles []string) (map[string]string, error) {
 		role, slugs := ParseRoles(roles)
 		if role != RoleTenantAdmin {
 			return nil, nil
 		}
-		return st.TenantIDsBySlug(ctx, slugs)
+		return st.IDsBySlug(ctx, slugs)
 	}
 }
 
 // TokenAuth authenticates API tokens (bearer "pat_…"), kept hashed.
-type TokenAuth struct{ Store *store.Store }
+type TokenAuth struct{ Tokens TokenStore }
 
 const tokenPrefix = "pat_"
 
@@ -145,7 +147,7 @@ func (a TokenAuth) Authenticate(r *http.Request) (*Admin, error) {
 	if !ok || !strings.HasPrefix(tok, tokenPrefix) {
 		return nil, ErrUnauthenticated
 	}
-	t, err := a.Store.APITokenByHash(r.Context(), hashToken(tok))
+	t, err := a.Tokens.APITokenByHash(r.Context(), hashToken(tok))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, ErrUnauthenticated
 	}
@@ -190,7 +192,7 @@ func (s *Server) authorize(c *gin.Context) {
 	slug := c.Param("slug")
 	switch {
 	case slug != "":
-		t, err := s.opts.Store.GetTenant(c.Request.Context(), slug)
+		t, err := s.opts.Tenants.Get(c.Request.Context(), slug)
 		switch {
 		case err == nil:
 			c.Set("tenant", t)
@@ -255,7 +257,7 @@ func (s *Server) audit(c *gin.Context) {
 		entry.TenantID, entry.TenantSlug = t.ID, t.Slug
 	}
 	ctx := context.WithoutCancel(c.Request.Context())
-	if err := s.opts.Store.Audit(ctx, entry, map[string]any{"status": c.Writer.Status()}); err != nil {
+	if err := s.opts.Audit.Write(ctx, entry, map[string]any{"status": c.Writer.Status()}); err != nil {
 		s.log.Error("audit write failed", "action", entry.Action, "err", err)
 	}
 }
@@ -264,7 +266,7 @@ func (s *Server) audit(c *gin.Context) {
 // their slugs now (a deleted tenant is not listed) and by id.
 func (s *Server) me(c *gin.Context) {
 	a := c.MustGet("admin").(*Admin)
-	slugs, err := s.opts.Store.TenantSlugsByID(c.Request.Context(), a.TenantIDs)
+	slugs, err := s.opts.Tenants.SlugsByID(c.Request.Context(), a.TenantIDs)
 	if err != nil {
 		s.storeProblem(c, err)
 		return
@@ -343,7 +345,7 @@ func (s *Server) createToken(c *gin.Context) {
 	}
 	t := &store.APIToken{Name: req.Name, Hash: hashToken(tok), Role: req.Role, Tenants: string(slugs),
 		CreatedBy: adminOf(c), ExpiresAt: time.Now().UTC().Add(time.Duration(req.ExpiresInSeconds) * time.Second)}
-	err := s.opts.Store.CreateAPIToken(c.Request.Context(), t, req.Tenants)
+	err := s.opts.Tokens.CreateAPIToken(c.Request.Context(), t, req.Tenants)
 	var unknown *store.UnknownSlugError
 	if errors.As(err, &unknown) {
 		writeProblem(c, probValidation.with("the token request is not valid",
@@ -366,7 +368,7 @@ func nonNil(ids []string) []string {
 }
 
 func (s *Server) listTokens(c *gin.Context) {
-	ts, err := s.opts.Store.ListAPITokens(c.Request.Context())
+	ts, err := s.opts.Tokens.ListAPITokens(c.Request.Context())
 	if err != nil {
 		s.storeProblem(c, err)
 		return
@@ -384,7 +386,7 @@ func (s *Server) listTokens(c *gin.Context) {
 }
 
 func (s *Server) revokeToken(c *gin.Context) {
-	if err := s.opts.Store.RevokeAPIToken(c.Request.Context(), c.Param("id")); err != nil {
+	if err := s.opts.Tokens.RevokeAPIToken(c.Request.Context(), c.Param("id")); err != nil {
 		s.storeProblem(c, err)
 		return
 	}
@@ -404,7 +406,7 @@ func (s *Server) auditLog(c *gin.Context) {
 			FieldError{"tenantId", "give tenant (a slug) or tenantId, not both"}))
 		return
 	case slug != "":
-		t, err := s.opts.Store.GetTenant(c.Request.Context(), slug)
+		t, err := s.opts.Tenants.Get(c.Request.Context(), slug)
 		if errors.Is(err, store.ErrNotFound) {
 			p := probNotFound.with("tenant \"" + slug + "\": not found")
 			if a.Role == RoleTenantAdmin {
@@ -424,7 +426,7 @@ func (s *Server) auditLog(c *gin.Context) {
 	if a.Role == RoleTenantAdmin && tenantID != "" && slices.Contains(a.TenantIDs, tenantID) {
 		// A session names the tenants of its sign-in; one deleted since
 		// grants nothing, its history included.
-		live, err := s.opts.Store.TenantSlugsByID(c.Request.Context(), []string{tenantID})
+		live, err := s.opts.Tenants.SlugsByID(c.Request.Context(), []string{tenantID})
 		if err != nil {
 			s.storeProblem(c, err)
 			return
@@ -460,7 +462,7 @@ func (s *Server) auditLog(c *gin.Context) {
 		}
 		before = t
 	}
-	entries, err := s.opts.Store.AuditLog(c.Request.Context(), tenantID, before, limit)
+	entries, err := s.opts.Audit.List(c.Request.Context(), tenantID, before, limit)
 	if err != nil {
 		s.storeProblem(c, err)
 		return

@@ -92,9 +92,7 @@ func TestAPITokensAreShownOnceStoredHashedAndRevocable(t *testing.T) {
 	if strings.Contains(string(list.Body), tok) {
 		t.Fatal("the token is shown again")
 	}
-	var stored int64
-	p.Server.Store().DB().Table("api_tokens").Where("hash = ?", tok).Count(&stored)
-	if stored != 0 {
+	if stored := platformtest.SQL(t, p.DatabaseURL).Strings(t, "SELECT id FROM api_tokens WHERE hash = ?", tok); len(stored) != 0 {
 		t.Fatal("the token is stored in the clear")
 	}
 	for _, bad := range []map[string]any{

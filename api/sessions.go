@@ -80,7 +80,7 @@ func (s *Server) listSessions(c *gin.Context) {
 		writeProblem(c, p)
 		return
 	}
-	rows, err := s.opts.Store.ListLegacySessions(c.Request.Context(), t.ID, after, limit+1)
+	rows, err := s.opts.LegacySessions.List(c.Request.Context(), t.ID, after, limit+1)
 	if err != nil {
 		s.storeProblem(c, err)
 		return

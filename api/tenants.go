@@ -92,7 +92,7 @@ func (s *Server) createTenant(c *gin.Context) {
 		settings, _ = json.Marshal(req.Settings)
 	}
 	t := &store.Tenant{Slug: req.Slug, DisplayName: req.DisplayName, Disabled: req.Disabled, Settings: string(settings)}
-	if err := s.opts.Store.CreateTenant(c.Request.Context(), t, req.ReuseRetiredSlug); err != nil {
+	if err := s.opts.Tenants.Create(c.Request.Context(), t, req.ReuseRetiredSlug); err != nil {
 		s.storeProblem(c, err)
 		return
 	}
@@ -104,7 +104,7 @@ func (s *Server) createTenant(c *gin.Context) {
 }
 
 func (s *Server) getTenant(c *gin.Context) {
-	t, err := s.opts.Store.GetTenant(c.Request.Context(), c.Param("slug"))
+	t, err := s.opts.Tenants.Get(c.Request.Context(), c.Param("slug"))
 	if err != nil {
 		s.storeProblem(c, err)
 		return
@@ -119,7 +119,7 @@ func (s *Server) listTenants(c *gin.Context) {
 		writeProblem(c, p)
 		return
 	}
-	ts, err := s.opts.Store.ListTenants(c.Request.Context(), after, limit+1)
+	ts, err := s.opts.Tenants.List(c.Request.Context(), after, limit+1)
 	if err != nil {
 		s.storeProblem(c, err)
 		return
@@ -173,7 +173,7 @@ func (s *Server) patchTenant(c *gin.Context) {
 		writeProblem(c, p)
 		return
 	}
-	t, err := s.opts.Store.UpdateTenant(c.Request.Context(), c.Param("slug"), want, func(t *store.Tenant) error {
+	t, err := s.opts.Tenants.Update(c.Request.Context(), c.Param("slug"), want, func(t *store.Tenant) error {
 		if req.DisplayName != nil {
 			t.DisplayName = *req.DisplayName
 		}
@@ -210,7 +210,7 @@ func (s *Server) deleteTenant(c *gin.Context) {
 		writeProblem(c, p)
 		return
 	}
-	if err := s.opts.Store.DeleteTenant(c.Request.Context(), c.Param("slug"), want); err != nil {
+	if err := s.opts.Tenants.Delete(c.Request.Context(), c.Param("slug"), want); err != nil {
 		s.storeProblem(c, err)
 		return
 	}

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/config"
-	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
 // TestViewersCauseNoWrites: a viewer's every read, the key ring of a
@@ -36,12 +36,13 @@ func TestViewersCauseNoWrites(t *testing.T) {
 			viewer := mintToken(t, p, "viewer")
 			noRing := func() {
 				t.Helper()
-				if _, err := p.Server.Store().KeyRing(context.Background(), id); !errors.Is(err, store.ErrNotFound) {
+				if _, err := p.Server.Store().KeyRings().Get(context.Background(), id); !errors.Is(err, store.ErrNotFound) {
 					t.Fatalf("acme has a key ring: %v", err)
 				}
 			}
 			noRing()
-			before := dbState(t, p.Server.Store())
+			db := platformtest.SQL(t, p.DatabaseURL)
+			before := dbState(t, db)
 
 			for _, path := range []string{"/api/v1/me", "/api/v1/audit", "/api/v1/audit?tenant=acme", "/api/v1/tenants", "/api/v1/tenants/acme",
 				"/api/v1/tenants/acme/tools", "/api/v1/tenants/acme/tools/weather", "/api/v1/tenants/acme/prompts",
@@ -72,17 +73,17 @@ func TestViewersCauseNoWrites(t *testing.T) {
 				t.Fatalf("admin reading a ring that does not exist: %d %s", r.Status, r.Body)
 			}
 			noRing()
-			if after := dbState(t, p.Server.Store()); after != before {
+			if after := dbState(t, db); after != before {
 				t.Fatalf("reads and refused writes changed the database:\nbefore %s\nafter  %s", before, after)
 			}
 
 			// Once a ring exists, the viewer reads it, and still writes nothing.
 			p.MustAdmin(t, 201, "POST", "/api/v1/tenants/acme/keys", map[string]any{})
-			before = dbState(t, p.Server.Store())
+			before = dbState(t, db)
 			if r := as(t, p, viewer, "GET", "/api/v1/tenants/acme/keys", nil); r.Status != 200 || !strings.Contains(string(r.Body), `"phase":"steady"`) {
 				t.Fatalf("viewer reading the ring: %d %s", r.Status, r.Body)
 			}
-			if after := dbState(t, p.Server.Store()); after != before {
+			if after := dbState(t, db); after != before {
 				t.Fatalf("a viewer's read of the ring wrote:\nbefore %s\nafter  %s", before, after)
 			}
 		})

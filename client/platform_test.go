@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/client"
-	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
+	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/webhook"
 )
 

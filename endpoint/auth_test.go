@@ -17,9 +17,9 @@ import (
 
 	"github.com/opsmcp/platform/auth"
 	"github.com/opsmcp/platform/egress"
+	"github.com/opsmcp/platform/server"
 	"github.com/opsmcp/platform/testkit/oidctest"
 	"github.com/opsmcp/platform/testkit/platformtest"
-	"github.com/opsmcp/platform/server"
 )
 
 // authTenant creates a tenant trusting op, accepting tokens issued to

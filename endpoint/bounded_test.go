@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opsmcp/platform/endpoint"
 	"github.com/opsmcp/platform/internal/bounded"
 	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/testkit/testwait"
-	"github.com/opsmcp/platform/endpoint"
 )
 
 // TestClientValuesAreRecordedBoundedAndURIsWithoutWhatMayHoldSecrets:

@@ -22,7 +22,7 @@ import (
 // for one tenant makes one read, and a slow load of one tenant holds up
 // no other tenant's.
 type catalogues struct {
-	store   *store.Store
+	store   CatalogueStore
 	log     *slog.Logger
 	refresh time.Duration
 	// version (the platform's, reported in serverInfo) and publicURL (the
@@ -41,7 +41,7 @@ type catalogues struct {
 	failed  map[string]loadFailure
 }
 
-func newCatalogues(st *store.Store, log *slog.Logger, refresh time.Duration, version, publicURL string, changed func(string, listChanges)) *catalogues {
+func newCatalogues(st CatalogueStore, log *slog.Logger, refresh time.Duration, version, publicURL string, changed func(string, listChanges)) *catalogues {
 	return &catalogues{
 		store: st, log: log, refresh: refresh, version: version, publicURL: publicURL, changed: changed,
 		cache: map[string]*snapshot{}, missing: map[string]bool{}, slugs: map[string]string{}, failed: map[string]loadFailure{},
@@ -185,7 +185,7 @@ func (cs *catalogues) invalidate(ctx context.Context, slug string) {
 // refreshAll reloads cached tenants whose catalogue version moved, drops
 // deleted ones, and forgets negative lookups and expired failures.
 func (cs *catalogues) refreshAll(ctx context.Context) {
-	vs, err := cs.store.TenantVersions(ctx)
+	vs, err := cs.store.Versions(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			cs.log.Warn("catalogue refresh failed; serving cached catalogues", "err", err)

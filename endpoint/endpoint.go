@@ -26,8 +26,13 @@ import (
 
 // Options configures every tenant's endpoint.
 type Options struct {
-	Store  *store.Store
-	Logger *slog.Logger
+	// Catalogues, Revocations and Sessions are the parts of the
+	// database the endpoint uses (store.Store's Tenants, Revocations and
+	// Legacy); Sessions only when legacy clients are served.
+	Catalogues  CatalogueStore
+	Revocations RevocationStore
+	Sessions    SessionStore
+	Logger      *slog.Logger
 	// PublicURL is the platform's external base URL; a tenant's canonical
 	// resource URL is PublicURL + "/t/{slug}/mcp".
 	PublicURL string
@@ -142,7 +147,7 @@ func New(ctx context.Context, opts Options) (*Handler, error) {
 		tel:      roundTelemetry{tel: opts.Telemetry},
 		done:     make(chan struct{}),
 	}
-	e.catalogues = newCatalogues(opts.Store, log, opts.Refresh, opts.Version, opts.PublicURL, e.hub.publish)
+	e.catalogues = newCatalogues(opts.Catalogues, log, opts.Refresh, opts.Version, opts.PublicURL, e.hub.publish)
 	e.flows = &flowEngine{
 		sealing:  &sealing{rings: rings, revoked: e.revoked, now: time.Now},
 		webhooks: newWebhookClient(opts.AllowPrivateTargets, opts.WebhookMaxResponse, opts.Telemetry),
@@ -150,7 +155,7 @@ func New(ctx context.Context, opts Options) (*Handler, error) {
 	}
 	e.sinks = append(sinks{e.tel}, opts.Sinks...)
 	e.flows.running = e.sinks.running
-	e.flows.consume = opts.Store.ConsumeState
+	e.flows.consume = opts.Revocations.ConsumeState
 	if u, err := url.Parse(opts.PublicURL); err == nil {
 		e.publicHost = u.Host
 	}
@@ -192,7 +197,7 @@ func (e *Handler) refresh(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-prune.C:
-			if err := e.opts.Store.PruneConsumedStates(ctx, time.Now()); err != nil && ctx.Err() == nil {
+			if err := e.opts.Revocations.PruneConsumedStates(ctx, time.Now()); err != nil && ctx.Err() == nil {
 				e.log.Warn("pruning consumed request states failed", "err", err)
 			}
 			continue
@@ -204,7 +209,7 @@ func (e *Handler) refresh(ctx context.Context) {
 			// between two refreshes is served with its ended sessions known.
 			e.legacy.refreshEnded(ctx)
 		}
-		if rv, err := e.opts.Store.RevokedFlows(ctx); err == nil {
+		if rv, err := e.opts.Revocations.RevokedFlows(ctx); err == nil {
 			set := map[string]map[string]bool{}
 			for _, f := range rv {
 				if set[f.TenantID] == nil {
@@ -251,7 +256,7 @@ func (e *Handler) CancelFlow(ctx context.Context, slug, flowID string) error {
 		return fmt.Errorf("tenant %q: %w", slug, store.ErrNotFound)
 	}
 	expires := time.Now().Add(s.settings.StateTTL()*time.Duration(s.settings.Rounds()) + time.Minute)
-	tenantID, err := e.opts.Store.RevokeFlow(ctx, slug, flowID, expires)
+	tenantID, err := e.opts.Revocations.RevokeFlow(ctx, slug, flowID, expires)
 	if err != nil {
 		return err
 	}

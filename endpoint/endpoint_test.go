@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/config"
+	"github.com/opsmcp/platform/endpoint"
 	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/testkit/testwait"
-	"github.com/opsmcp/platform/endpoint"
 	"github.com/opsmcp/platform/webhook"
 )
 

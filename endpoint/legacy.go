@@ -65,7 +65,7 @@ func newLegacy(ctx context.Context, e *Handler, opts LegacyOptions) *legacy {
 	if opts.SessionTTL <= 0 || opts.SessionTTL > mrtr.MaxTTL {
 		opts.SessionTTL = mrtr.MaxTTL
 	}
-	l := &legacy{e: e, opts: opts, ended: newEndedSessions(), relay: newRelay(e.opts.Store, e.log),
+	l := &legacy{e: e, opts: opts, ended: newEndedSessions(), relay: newRelay(e.opts.Sessions, e.log),
 		levels: newLevels(e.opts.Refresh), done: make(chan struct{})}
 	go l.run(ctx)
 	return l
@@ -87,7 +87,7 @@ func (l *legacy) run(ctx context.Context) {
 			l.relay.stopAll()
 			return
 		case <-prune.C:
-			if err := l.e.opts.Store.PruneLegacy(ctx, relayMaxAge); err != nil && ctx.Err() == nil {
+			if err := l.e.opts.Sessions.Prune(ctx, relayMaxAge); err != nil && ctx.Err() == nil {
 				l.e.log.Warn("pruning legacy sessions failed", "err", err)
 			}
 		}
@@ -97,7 +97,7 @@ func (l *legacy) run(ctx context.Context) {
 // refreshEnded learns of the sessions ended since the last refresh, on
 // any replica, and stops their calls and streams held here.
 func (l *legacy) refreshEnded(ctx context.Context) {
-	fresh, err := l.ended.refresh(ctx, l.e.opts.Store)
+	fresh, err := l.ended.refresh(ctx, l.e.opts.Sessions)
 	if err != nil {
 		if ctx.Err() == nil {
 			l.e.log.Warn("ended-session refresh failed; keeping the last known set", "err", err)
@@ -304,7 +304,7 @@ func (l *legacy) initialize(x *exchange, snap *snapshot, p *auth.Principal, raw 
 	if p != nil {
 		row.PrincipalIssuer, row.PrincipalSubject, row.PrincipalClient = p.Issuer, p.Subject, p.Client
 	}
-	if err := l.e.opts.Store.CreateLegacySession(x.ctx, row); err != nil {
+	if err := l.e.opts.Sessions.Create(x.ctx, row); err != nil {
 		// Without its record a session could not be ended: refuse it.
 		l.e.log.ErrorContext(x.ctx, "cannot record a legacy session", "tenant", snap.slug, "err", err)
 		x.fail(errSessionsUnavailable())
@@ -400,7 +400,7 @@ func (l *legacy) setLevel(x *exchange, c *call, s *session, raw json.RawMessage)
 		legacyFail(x, errInvalidParams("Invalid params: level must be one of debug, info, notice, warning, error, critical, alert, emergency"))
 		return
 	}
-	if err := l.e.opts.Store.SetLegacyLogLevel(x.ctx, c.snap.tenantID, s.id, p.Level); err != nil {
+	if err := l.e.opts.Sessions.SetLogLevel(x.ctx, c.snap.tenantID, s.id, p.Level); err != nil {
 		l.storeFailed(x, c, err)
 		return
 	}
@@ -419,7 +419,7 @@ func (l *legacy) subscribe(x *exchange, c *call, s *session) {
 		return
 	}
 	errTooMany := errInvalidParams("Invalid params: a session may subscribe to at most 100 resources")
-	err := l.e.opts.Store.UpdateLegacySubscriptions(x.ctx, c.snap.tenantID, s.id, func(uris []string) ([]string, error) {
+	err := l.e.opts.Sessions.UpdateSubscriptions(x.ctx, c.snap.tenantID, s.id, func(uris []string) ([]string, error) {
 		i := slices.Index(uris, c.uri)
 		switch {
 		case c.method == mcp.MethodSubscribe && i < 0:
@@ -475,7 +475,7 @@ func (l *legacy) end(x *exchange, snap *snapshot, p *auth.Principal) {
 
 // endSession records a session's end and applies it here at once.
 func (l *legacy) endSession(ctx context.Context, tenantID, id string, expires time.Time, by string) error {
-	err := l.e.opts.Store.EndLegacySession(ctx, tenantID, id, by)
+	err := l.e.opts.Sessions.End(ctx, tenantID, id, by)
 	if err == nil || errors.Is(err, store.ErrNotFound) {
 		l.ended.add(id, expires)
 		l.relay.endSession(id)
@@ -495,9 +495,9 @@ func (e *Handler) EndSession(ctx context.Context, slug, id string) error {
 		return err
 	}
 	if e.legacy == nil {
-		return e.opts.Store.EndLegacySession(ctx, tenantID, id, "admin")
+		return e.opts.Sessions.End(ctx, tenantID, id, "admin")
 	}
-	err = e.opts.Store.EndLegacySession(ctx, tenantID, id, "admin")
+	err = e.opts.Sessions.End(ctx, tenantID, id, "admin")
 	if err == nil {
 		e.legacy.ended.add(id, time.Now().Add(e.legacy.opts.SessionTTL))
 		e.legacy.relay.endSession(id)
@@ -512,7 +512,7 @@ func (e *Handler) EndSessions(ctx context.Context, slug string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	n, err := e.opts.Store.EndLegacySessions(ctx, tenantID, "admin")
+	n, err := e.opts.Sessions.EndAll(ctx, tenantID, "admin")
 	if err == nil && e.legacy != nil {
 		e.legacy.refreshEnded(ctx)
 	}
@@ -520,7 +520,7 @@ func (e *Handler) EndSessions(ctx context.Context, slug string) (int64, error) {
 }
 
 func (e *Handler) tenantID(ctx context.Context, slug string) (string, error) {
-	t, err := e.opts.Store.GetTenant(ctx, slug)
+	t, err := e.opts.Catalogues.Get(ctx, slug)
 	if err != nil {
 		return "", err
 	}

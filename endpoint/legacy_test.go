@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/config"
+	"github.com/opsmcp/platform/endpoint"
 	"github.com/opsmcp/platform/testkit/oidctest"
 	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/testkit/testwait"
-	"github.com/opsmcp/platform/endpoint"
 )
 
 // newNonce is a session nonce of the platform's shape.

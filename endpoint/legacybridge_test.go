@@ -14,10 +14,10 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/opsmcp/platform/config"
+	"github.com/opsmcp/platform/endpoint"
+	"github.com/opsmcp/platform/telemetry"
 	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/testkit/testwait"
-	"github.com/opsmcp/platform/telemetry"
-	"github.com/opsmcp/platform/endpoint"
 	"github.com/opsmcp/platform/webhook"
 )
 

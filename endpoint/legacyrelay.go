@@ -9,8 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/opsmcp/platform/store"
 )
 
 // relay routes what a legacy client posts for a bridged call (its
@@ -28,7 +26,7 @@ import (
 // both match the call's, so one session can never answer or cancel
 // another's call.
 type relay struct {
-	st  *store.Store
+	st  SessionStore
 	log *slog.Logger
 
 	mu sync.Mutex
@@ -79,7 +77,7 @@ func (c *bridgeCall) stop(r stopReason) {
 // was not).
 func (c *bridgeCall) stopped() stopReason { return stopReason(c.reason.Load()) }
 
-func newRelay(st *store.Store, log *slog.Logger) *relay {
+func newRelay(st SessionStore, log *slog.Logger) *relay {
 	return &relay{st: st, log: log, held: map[string]*bridgeCall{}}
 }
 
@@ -169,10 +167,10 @@ func (r *relay) post(ctx context.Context, tenantID, sessionID, target string, bo
 	if r.deliver(tenantID, sessionID, target, body) {
 		return nil
 	}
-	if r.st.Dialect() != store.Postgres {
+	if !r.st.Shared() {
 		return nil // one node: the call ended already
 	}
-	if err := r.st.RelayLegacy(ctx, tenantID, sessionID, target, body); err != nil {
+	if err := r.st.Relay(ctx, tenantID, sessionID, target, body); err != nil {
 		r.log.WarnContext(ctx, "relaying a legacy client's message failed", "target_kind", target[:1], "err", err)
 		return err
 	}
@@ -204,12 +202,12 @@ func (r *relay) deliver(tenantID, sessionID, target string, body []byte) bool {
 // run follows relayed messages on PostgreSQL until ctx ends: prompted by
 // notifications, with a sweep while answers are awaited here.
 func (r *relay) run(ctx context.Context) {
-	if r.st.Dialect() != store.Postgres {
+	if !r.st.Shared() {
 		return
 	}
 	var notes <-chan string
 	connect := func() {
-		ch, err := r.st.Listen(ctx, store.LegacyRelayChannel)
+		ch, err := r.st.ListenRelayed(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
 				r.log.Warn("legacy relay: listening failed; polling until it works", "err", err)
@@ -245,7 +243,7 @@ func (r *relay) run(ctx context.Context) {
 		if len(targets) == 0 {
 			continue
 		}
-		rows, err := r.st.TakeLegacyRelay(ctx, targets)
+		rows, err := r.st.TakeRelayed(ctx, targets)
 		if err != nil {
 			if ctx.Err() == nil {
 				r.log.Warn("legacy relay: reading relayed messages failed", "err", err)

@@ -167,7 +167,7 @@ func (l *legacy) open(ctx context.Context, snap *snapshot, p *auth.Principal, id
 // openRetired verifies a session whose sealing key left the ring,
 // against its record.
 func (l *legacy) openRetired(ctx context.Context, snap *snapshot, p *auth.Principal, nonce, id string) (*session, string) {
-	row, err := l.e.opts.Store.GetLegacySession(ctx, snap.tenantID, nonce)
+	row, err := l.e.opts.Sessions.Get(ctx, snap.tenantID, nonce)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil, mrtr.ReasonUnknownKey
@@ -240,12 +240,12 @@ const endedOverlap = 5 * time.Second
 
 // refresh reads the sessions ended since the last refresh and forgets
 // expired ones; it returns the ids it learnt of.
-func (s *endedSessions) refresh(ctx context.Context, st *store.Store) ([]store.EndedLegacySession, error) {
+func (s *endedSessions) refresh(ctx context.Context, st SessionStore) ([]store.EndedLegacySession, error) {
 	s.mu.RLock()
 	since := s.since
 	s.mu.RUnlock()
 	now := time.Now()
-	rows, err := st.EndedLegacySessions(ctx, since.Add(-endedOverlap))
+	rows, err := st.EndedSince(ctx, since.Add(-endedOverlap))
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +273,7 @@ var errSessionGone = errors.New("session ended")
 // sessionRow reads the session's shared record: its log level and
 // subscriptions, and whether it ended (errSessionGone) on any replica.
 func (l *legacy) sessionRow(ctx context.Context, snap *snapshot, s *session) (*store.LegacySession, error) {
-	row, err := l.e.opts.Store.GetLegacySession(ctx, snap.tenantID, s.id)
+	row, err := l.e.opts.Sessions.Get(ctx, snap.tenantID, s.id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, errSessionGone
 	}

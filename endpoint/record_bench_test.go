@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/opsmcp/platform/config"
-	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/server"
 	"github.com/opsmcp/platform/telemetry"
+	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
 // BenchmarkRecordingThroughput is BenchmarkTelemetryThroughput's

@@ -22,8 +22,8 @@ import (
 
 	"github.com/opsmcp/platform/catalogue"
 	"github.com/opsmcp/platform/config"
-	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
 // BenchmarkScale is how the cost of serving grows with the tenants in
@@ -184,7 +184,7 @@ func seedScale(b *testing.B, st *store.Store, n int, hook string) {
 			Items:  []store.Item{{Kind: string(catalogue.KindTool), Name: def.ItemName(), Spec: string(spec), WebhookSecret: &secret}},
 		}
 	}
-	if err := st.CreateCatalogues(context.Background(), cs); err != nil {
+	if err := st.Tenants().CreateCatalogues(context.Background(), cs); err != nil {
 		b.Fatal(err)
 	}
 }

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/server"
 	"github.com/opsmcp/platform/telemetry"
+	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
 // otlpSink is a local OTLP/HTTP endpoint that accepts and discards every

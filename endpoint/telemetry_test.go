@@ -23,12 +23,12 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/opsmcp/platform/config"
+	"github.com/opsmcp/platform/server"
+	"github.com/opsmcp/platform/telemetry"
 	"github.com/opsmcp/platform/testkit/oidctest"
 	"github.com/opsmcp/platform/testkit/otlpreceiver"
 	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/testkit/testwait"
-	"github.com/opsmcp/platform/server"
-	"github.com/opsmcp/platform/telemetry"
 	"github.com/opsmcp/platform/webhook"
 )
 

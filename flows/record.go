@@ -6,12 +6,12 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/opsmcp/platform/endpoint"
 	"github.com/opsmcp/platform/internal/bounded"
 	"github.com/opsmcp/platform/internal/jsontext"
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
-	"github.com/opsmcp/platform/store"
-	"github.com/opsmcp/platform/endpoint"
+	"github.com/opsmcp/platform/store/record"
 )
 
 // maxQuestionText caps a question's text as recorded.
@@ -57,7 +57,7 @@ func recorded(rd *endpoint.Round, running bool) bool {
 // rd, so it is encoded before either changes. w is filled in place: a
 // RoundWrite is most of a kilobyte, copied twice over when built and
 // returned by value.
-func write(w *store.RoundWrite, rd *endpoint.Round, replica string, running bool, docs *[]byte) {
+func write(w *record.RoundWrite, rd *endpoint.Round, replica string, running bool, docs *[]byte) {
 	w.Running = running
 	f, r := &w.Flow, &w.Round
 	f.ID, f.TenantID, f.TenantSlug = rd.FlowID, rd.TenantID, rd.Tenant
@@ -79,7 +79,7 @@ func write(w *store.RoundWrite, rd *endpoint.Round, replica string, running bool
 		f.KeyID = rd.StateOut.KeyID
 	}
 	f.State, f.Detail = flowState(rd, running)
-	if f.State == store.FlowAwaitingInput {
+	if f.State == record.AwaitingInput {
 		f.WaitingSince = &rd.Ended
 		if !rd.StateOut.Expires.IsZero() {
 			f.StateExpiresAt = &rd.StateOut.Expires
@@ -112,19 +112,19 @@ func write(w *store.RoundWrite, rd *endpoint.Round, replica string, running bool
 func flowState(rd *endpoint.Round, running bool) (state, detail string) {
 	switch {
 	case running:
-		return store.FlowRunning, ""
+		return record.Running, ""
 	case rd.StateIn.Outcome == endpoint.StateRejected:
-		return store.FlowRejected, rd.StateIn.Reason
+		return record.Rejected, rd.StateIn.Reason
 	case rd.ErrorCode != 0:
-		return store.FlowFailed, strconv.Itoa(rd.ErrorCode)
+		return record.Failed, strconv.Itoa(rd.ErrorCode)
 	case rd.ResultType == mcp.ResultTypeInputRequired:
-		return store.FlowAwaitingInput, ""
+		return record.AwaitingInput, ""
 	case rd.ToolError:
-		return store.FlowFailed, "tool_error"
+		return record.Failed, "tool_error"
 	case rd.ResultType == mcp.ResultTypeComplete:
-		return store.FlowCompleted, ""
+		return record.Completed, ""
 	}
-	return store.FlowFailed, "no_answer" // the client went away before the answer
+	return record.Failed, "no_answer" // the client went away before the answer
 }
 
 // pendingKinds are the kinds of the open input requests, sorted and

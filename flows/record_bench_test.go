@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/auth"
+	"github.com/opsmcp/platform/endpoint"
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
-	"github.com/opsmcp/platform/store"
-	"github.com/opsmcp/platform/endpoint"
+	"github.com/opsmcp/platform/store/record"
 )
 
 // benchRounds are a two-round flow's rounds as the serving path hands
@@ -44,7 +44,7 @@ func benchRounds() (ask, done *endpoint.Round) {
 func BenchmarkWrite(b *testing.B) {
 	ask, done := benchRounds()
 	var docs, rec []byte
-	var w store.RoundWrite
+	var w record.RoundWrite
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, h := range [...]struct {
@@ -54,9 +54,9 @@ func BenchmarkWrite(b *testing.B) {
 			if !recorded(h.rd, h.running) {
 				b.Fatal("not recorded")
 			}
-			w = store.RoundWrite{}
+			w = record.RoundWrite{}
 			write(&w, h.rd, "platform-0", h.running, &docs)
-			rec = store.EncodeRound(rec[:0], &w)
+			rec = record.EncodeRound(rec[:0], &w)
 		}
 	}
 }

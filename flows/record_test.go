@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/auth"
+	"github.com/opsmcp/platform/endpoint"
 	"github.com/opsmcp/platform/internal/bounded"
 	"github.com/opsmcp/platform/internal/jsontext"
 	"github.com/opsmcp/platform/mrtr"
-	"github.com/opsmcp/platform/endpoint"
 )
 
 // webhookFacts is a round's delivery as the record keeps it (the reference encoding's shape).

@@ -7,13 +7,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/opsmcp/platform/store"
 	"github.com/opsmcp/platform/endpoint"
+	"github.com/opsmcp/platform/store/record"
 )
 
 // Options configures a Recorder.
 type Options struct {
-	Store  *store.Store
+	Store  Store
 	Logger *slog.Logger
 	// Replica names this replica in the record.
 	Replica string
@@ -59,8 +59,8 @@ const DefaultRetention = 7 * 24 * time.Hour
 type Recorder struct {
 	opts    Options
 	log     *slog.Logger
-	queue   chan *record
-	free    chan *record  // written records, for reuse (a batch's worth at most)
+	queue   chan *encoded
+	free    chan *encoded // written records, for reuse (a batch's worth at most)
 	full    chan struct{} // fullAt rounds are queued
 	fullAt  int           // a batch's worth, or half the queue if less
 	dropped atomic.Int64
@@ -93,8 +93,8 @@ func NewRecorder(ctx context.Context, opts Options) *Recorder {
 	r := &Recorder{
 		opts:   opts,
 		log:    opts.Logger,
-		queue:  make(chan *record, opts.QueueSize),
-		free:   make(chan *record, opts.BatchSize),
+		queue:  make(chan *encoded, opts.QueueSize),
+		free:   make(chan *encoded, opts.BatchSize),
 		full:   make(chan struct{}, 1),
 		fullAt: max(min(opts.BatchSize, opts.QueueSize/2), 1),
 		done:   make(chan struct{}),
@@ -104,13 +104,13 @@ func NewRecorder(ctx context.Context, opts Options) *Recorder {
 	return r
 }
 
-// record is a round encoded for the record (store.EncodeRound) as the
+// encoded is a round encoded for the record (record.EncodeRound) as the
 // serving path hands it over: bytes with no pointer into the request, so
 // the round and its exchange go as soon as the request is done, and the
 // garbage collector does not read what waits in the queue. Records are
 // reused once written, with the space their round's documents were
 // written in on the way (docs).
-type record struct{ b, docs []byte }
+type encoded struct{ b, docs []byte }
 
 // maxKeptRecord is the largest record kept for reuse (a usual round's
 // is under a kilobyte): the free list holds up to a batch of them, and a
@@ -119,12 +119,12 @@ const maxKeptRecord = 4 << 10
 
 // take returns a written record to reuse, or a new one sized for a
 // usual round.
-func (r *Recorder) take() *record {
+func (r *Recorder) take() *encoded {
 	select {
 	case rec := <-r.free:
 		return rec
 	default:
-		return &record{b: make([]byte, 0, 1024), docs: make([]byte, 0, 512)}
+		return &encoded{b: make([]byte, 0, 1024), docs: make([]byte, 0, 512)}
 	}
 }
 
@@ -132,7 +132,7 @@ func (r *Recorder) take() *record {
 // sync.Pool: a pool is emptied by every collection, several between two
 // batches under load, so records were allocated and grown afresh for
 // almost every round.
-func (r *Recorder) release(rec *record) {
+func (r *Recorder) release(rec *encoded) {
 	if cap(rec.b) > maxKeptRecord || cap(rec.docs) > maxKeptRecord {
 		return
 	}
@@ -166,9 +166,9 @@ func (r *Recorder) enqueue(rd *endpoint.Round, running bool) {
 		return
 	}
 	rec := r.take()
-	var w store.RoundWrite
+	var w record.RoundWrite
 	write(&w, rd, r.opts.Replica, running, &rec.docs)
-	rec.b = store.EncodeRound(rec.b, &w)
+	rec.b = record.EncodeRound(rec.b, &w)
 	select {
 	case r.queue <- rec:
 		if len(r.queue) >= r.fullAt {
@@ -211,7 +211,7 @@ func (r *Recorder) run(ctx context.Context) {
 	defer prune.Stop()
 	report := time.NewTicker(time.Minute)
 	defer report.Stop()
-	batch := make([]*record, 0, r.opts.BatchSize)
+	batch := make([]*encoded, 0, r.opts.BatchSize)
 	recs := make([][]byte, 0, r.opts.BatchSize)
 	flush := func(ctx context.Context) {
 		if len(batch) == 0 {
@@ -297,7 +297,7 @@ func (r *Recorder) writeBatch(ctx context.Context, batch [][]byte) {
 	deadline := time.Now().Add(r.opts.RetryFor)
 	wait, reachable := retryFirst, 0
 	for attempt := 0; ; attempt++ {
-		_, err := r.opts.Store.WriteEncodedRounds(ctx, batch)
+		_, err := r.opts.Store.WriteEncoded(ctx, batch)
 		if err == nil {
 			if attempt > 0 {
 				r.log.Info("flow record write succeeded after retries", "rounds", len(batch), "attempts", attempt+1)
@@ -340,13 +340,13 @@ func (r *Recorder) committed(ctx context.Context) {
 	if r.opts.Written != nil {
 		r.opts.Written()
 	}
-	if err := r.opts.Store.NotifyFlows(ctx); err != nil && ctx.Err() == nil {
+	if err := r.opts.Store.Notify(ctx); err != nil && ctx.Err() == nil {
 		r.log.Debug("flow event notification failed; other replicas find the events on their next poll", "err", err)
 	}
 }
 
 func (r *Recorder) expireOnce(ctx context.Context) {
-	changes, err := r.opts.Store.ExpireFlows(ctx, time.Now())
+	changes, err := r.opts.Store.Expire(ctx, time.Now())
 	if err != nil {
 		if ctx.Err() == nil {
 			r.log.Warn("marking expired flows failed", "err", err)
@@ -360,7 +360,7 @@ func (r *Recorder) expireOnce(ctx context.Context) {
 
 func (r *Recorder) pruneOnce(ctx context.Context) {
 	now := time.Now()
-	n, err := r.opts.Store.PruneFlows(ctx, now.Add(-r.opts.Retention))
+	n, err := r.opts.Store.Prune(ctx, now.Add(-r.opts.Retention))
 	if err != nil {
 		if ctx.Err() == nil {
 			r.log.Warn("pruning the flow record failed", "err", err)

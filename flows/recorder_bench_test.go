@@ -29,7 +29,7 @@ func BenchmarkRecorder(b *testing.B) {
 			st := platformtest.Store(b, d.New(b))
 			var dropped atomic.Int64
 			var written atomic.Int64
-			rec := flows.NewRecorder(ctx, flows.Options{Store: st, Replica: "platform-0", Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), Written: func() { written.Add(1) },
+			rec := flows.NewRecorder(ctx, flows.Options{Store: st.Record(), Replica: "platform-0", Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), Written: func() { written.Add(1) },
 				Dropped: func(n int64) { dropped.Add(n) }})
 			ask, done := flows.BenchRounds()
 			cpu0 := platformtest.CPUTime()

@@ -6,16 +6,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opsmcp/platform/mcp"
-	"github.com/opsmcp/platform/store"
 	"github.com/opsmcp/platform/endpoint"
+	"github.com/opsmcp/platform/mcp"
+	"github.com/opsmcp/platform/store/record"
 )
 
 func TestAFullQueueDropsAndCountsWithoutEverBlocking(t *testing.T) {
 	var dropped atomic.Int64
 	// No writer drains this queue: every round beyond its two slots must
 	// be dropped at once, never waited for.
-	r := &Recorder{opts: Options{Replica: "r1", Dropped: func(n int64) { dropped.Add(n) }}, queue: make(chan *record, 2)}
+	r := &Recorder{opts: Options{Replica: "r1", Dropped: func(n int64) { dropped.Add(n) }}, queue: make(chan *encoded, 2)}
 	rd := &endpoint.Round{FlowID: "fl_AAAAAAAAAAAAAAAA", TenantID: "t1", Tenant: "acme", Number: 1,
 		ResultType: mcp.ResultTypeInputRequired, Arrived: time.Now(), Ended: time.Now()}
 	done := make(chan struct{})
@@ -52,23 +52,23 @@ func TestOnlyRoundsOfFlowsAreRecorded(t *testing.T) {
 		state string
 	}{
 		{"a call answered at once", func(r *endpoint.Round) { r.FlowID, r.ResultType = "fl_x", mcp.ResultTypeComplete }, false, ""},
-		{"a first round that asks", func(r *endpoint.Round) { r.FlowID, r.ResultType = "fl_x", mcp.ResultTypeInputRequired }, true, store.FlowAwaitingInput},
+		{"a first round that asks", func(r *endpoint.Round) { r.FlowID, r.ResultType = "fl_x", mcp.ResultTypeInputRequired }, true, record.AwaitingInput},
 		{"a retry that completes", func(r *endpoint.Round) {
 			r.FlowID, r.Number, r.ResultType, r.StateIn.Outcome = "fl_x", 2, mcp.ResultTypeComplete, endpoint.StateVerified
-		}, true, store.FlowCompleted},
+		}, true, record.Completed},
 		{"a retry with a tool error", func(r *endpoint.Round) {
 			r.FlowID, r.Number, r.ResultType, r.ToolError = "fl_x", 2, mcp.ResultTypeComplete, true
-		}, true, store.FlowFailed},
+		}, true, record.Failed},
 		{"a refused state naming its flow", func(r *endpoint.Round) {
 			r.FlowID, r.Number, r.StateIn = "fl_x", 3, endpoint.StateCheck{Outcome: endpoint.StateRejected, Reason: "expired"}
-		}, true, store.FlowRejected},
+		}, true, record.Rejected},
 		{"a refused state naming none", func(r *endpoint.Round) { r.StateIn = endpoint.StateCheck{Outcome: endpoint.StateRejected} }, false, ""},
 		{"an unknown tenant", func(r *endpoint.Round) { r.FlowID, r.Tenant, r.ResultType = "fl_x", "", mcp.ResultTypeInputRequired }, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rd := base
 			tc.edit(&rd)
-			var w store.RoundWrite
+			var w record.RoundWrite
 			ok := recorded(&rd, false)
 			if ok {
 				write(&w, &rd, "r1", false, new([]byte))

@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsmcp/platform/endpoint"
 	"github.com/opsmcp/platform/flows"
+	"github.com/opsmcp/platform/mcp"
+	"github.com/opsmcp/platform/store/record"
 	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/testkit/testwait"
-	"github.com/opsmcp/platform/mcp"
-	"github.com/opsmcp/platform/store"
-	"github.com/opsmcp/platform/endpoint"
 )
 
 type syncBuffer struct {
@@ -47,7 +47,7 @@ func TestRoundsServedWhileTheDatabaseIsDownReachTheRecordWhenItIsBack(t *testing
 	var logs syncBuffer
 	var dropped int64
 	var mu sync.Mutex
-	rec := flows.NewRecorder(ctx, flows.Options{Store: st, Replica: "r1", BatchDelay: 10 * time.Millisecond,
+	rec := flows.NewRecorder(ctx, flows.Options{Store: st.Record(), Replica: "r1", BatchDelay: 10 * time.Millisecond,
 		Logger:  slog.New(slog.NewTextHandler(&logs, nil)),
 		Dropped: func(n int64) { mu.Lock(); dropped += n; mu.Unlock() }})
 	defer rec.Close()
@@ -62,12 +62,12 @@ func TestRoundsServedWhileTheDatabaseIsDownReachTheRecordWhenItIsBack(t *testing
 	}
 	recorded := func(flow string, rounds int, state string) func() bool {
 		return func() bool {
-			f, rs, err := st.GetFlow(ctx, flow)
+			f, rs, err := st.Record().Get(ctx, flow)
 			return err == nil && f.State == state && len(rs) == rounds
 		}
 	}
 	rec.Round(ctx, round("fl_before", 1, mcp.ResultTypeInputRequired))
-	testwait.Until(t, "the first flow recorded", recorded("fl_before", 1, store.FlowAwaitingInput))
+	testwait.Until(t, "the first flow recorded", recorded("fl_before", 1, record.AwaitingInput))
 
 	rl.Cut()
 	rec.Round(ctx, round("fl_during", 1, mcp.ResultTypeInputRequired))
@@ -80,7 +80,7 @@ func TestRoundsServedWhileTheDatabaseIsDownReachTheRecordWhenItIsBack(t *testing
 		t.Fatalf("%d rounds dropped when the write failed", n)
 	}
 	rl.Restore()
-	testwait.Until(t, "the outage's rounds recorded once the database is back", recorded("fl_during", 2, store.FlowCompleted))
+	testwait.Until(t, "the outage's rounds recorded once the database is back", recorded("fl_during", 2, record.Completed))
 	if n := lost(); n > 0 {
 		t.Fatalf("%d rounds counted as dropped", n)
 	}
@@ -96,7 +96,7 @@ func TestCloseFinishesTheBatchBeingWritten(t *testing.T) {
 	st := platformtest.Store(t, url)
 	var logs syncBuffer
 	var dropped atomic.Int64
-	rec := flows.NewRecorder(ctx, flows.Options{Store: st, Replica: "r1", BatchDelay: 10 * time.Millisecond,
+	rec := flows.NewRecorder(ctx, flows.Options{Store: st.Record(), Replica: "r1", BatchDelay: 10 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Dropped: func(n int64) { dropped.Add(n) }})
 	rl.Cut()
 	now := time.Now()
@@ -116,8 +116,8 @@ func TestCloseFinishesTheBatchBeingWritten(t *testing.T) {
 	if n := dropped.Load(); n > 0 {
 		t.Fatalf("%d rounds dropped by Close", n)
 	}
-	f, rounds, err := st.GetFlow(ctx, "fl_last")
-	if err != nil || f.State != store.FlowAwaitingInput || len(rounds) != 1 {
+	f, rounds, err := st.Record().Get(ctx, "fl_last")
+	if err != nil || f.State != record.AwaitingInput || len(rounds) != 1 {
 		t.Fatalf("the last batch was not written: %v, %+v, %d rounds", err, f, len(rounds))
 	}
 }

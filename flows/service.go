@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/store/record"
 )
 
 // Revoker refuses a flow's next round on every replica (the MCP
@@ -19,7 +19,7 @@ type Revoker interface {
 // record: cancelling them (the record and the endpoint's revocation
 // together) and watching changes.
 type Service struct {
-	Store   *store.Store
+	Store   Store
 	Revoker Revoker
 	Watcher *Watcher
 
@@ -30,10 +30,10 @@ type Service struct {
 // gets the frozen rejection) and marked cancelled in the record with the
 // reason and who did it. Flows no longer awaiting input or running are
 // left as they are. It reports how many it cancelled.
-func (s *Service) Cancel(ctx context.Context, flows []store.Flow, reason, by string) (int, error) {
+func (s *Service) Cancel(ctx context.Context, flows []record.Flow, reason, by string) (int, error) {
 	ids := make([]string, 0, len(flows))
 	for _, f := range flows {
-		if f.State != store.FlowAwaitingInput && f.State != store.FlowRunning {
+		if f.State != record.AwaitingInput && f.State != record.Running {
 			continue
 		}
 		if err := s.Revoker.CancelFlow(ctx, f.TenantSlug, f.ID); err != nil {
@@ -44,7 +44,7 @@ func (s *Service) Cancel(ctx context.Context, flows []store.Flow, reason, by str
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	changes, err := s.Store.CancelFlows(ctx, ids, reason, by)
+	changes, err := s.Store.Cancel(ctx, ids, reason, by)
 	if err != nil {
 		return 0, err
 	}
@@ -52,13 +52,13 @@ func (s *Service) Cancel(ctx context.Context, flows []store.Flow, reason, by str
 		if s.Watcher != nil {
 			s.Watcher.Wake()
 		}
-		_ = s.Store.NotifyFlows(ctx)
+		_ = s.Store.Notify(ctx)
 	}
 	return len(changes), nil
 }
 
 // Watch follows the flow changes the caller may see, after change after.
-func (s *Service) Watch(ctx context.Context, after int64, visible func(tenantID string) bool) (<-chan store.FlowChange, error) {
+func (s *Service) Watch(ctx context.Context, after int64, visible func(tenantID string) bool) (<-chan record.Change, error) {
 	return s.Watcher.Subscribe(ctx, after, visible)
 }
 

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/store/record"
 )
 
 // Watcher follows the flow changes of the whole fleet, in order, and
@@ -16,7 +16,7 @@ import (
 // at least every poll interval, so a lost notification delays a change
 // by at most that.
 type Watcher struct {
-	store *store.Store
+	store Store
 	log   *slog.Logger
 	poll  time.Duration
 	wake  chan struct{}
@@ -31,7 +31,7 @@ type Watcher struct {
 // subscription is one subscriber's queue.
 type subscription struct {
 	visible func(tenantID string) bool
-	ch      chan store.FlowChange
+	ch      chan record.Change
 	closed  bool
 }
 
@@ -43,7 +43,7 @@ const subscriberBuffer = 512
 // ctx ends. It returns once it knows where the record stands, or, if the
 // database does not answer (or is not migrated yet), at once: it then
 // starts from the first event it can read.
-func NewWatcher(ctx context.Context, st *store.Store, log *slog.Logger, poll time.Duration) *Watcher {
+func NewWatcher(ctx context.Context, st Store, log *slog.Logger, poll time.Duration) *Watcher {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -52,10 +52,10 @@ func NewWatcher(ctx context.Context, st *store.Store, log *slog.Logger, poll tim
 	}
 	w := &Watcher{store: st, log: log, poll: poll, wake: make(chan struct{}, 1), last: -1,
 		subs: map[*subscription]struct{}{}, done: make(chan struct{})}
-	if last, err := st.LastFlowChange(ctx); err == nil {
+	if last, err := st.LastChange(ctx); err == nil {
 		w.last = last
 	}
-	notes, err := st.ListenFlows(ctx)
+	notes, err := st.Listen(ctx)
 	if err != nil {
 		// Still correct without it: other replicas' changes arrive by
 		// polling.
@@ -110,7 +110,7 @@ func (w *Watcher) read(ctx context.Context) error {
 		return nil
 	}
 	if unknown {
-		last, err := w.store.LastFlowChange(ctx)
+		last, err := w.store.LastChange(ctx)
 		if err != nil {
 			return err
 		}
@@ -142,15 +142,15 @@ func (w *Watcher) read(ctx context.Context) error {
 
 // changesAfter reads up to limit changes after seq: the flows changed
 // since, each as it is now, in the order of their latest changes.
-func (w *Watcher) changesAfter(ctx context.Context, seq int64, limit int) ([]store.FlowChange, error) {
-	flows, err := w.store.FlowsChangedAfter(ctx, seq, limit)
+func (w *Watcher) changesAfter(ctx context.Context, seq int64, limit int) ([]record.Change, error) {
+	flows, err := w.store.ChangedAfter(ctx, seq, limit)
 	if err != nil || len(flows) == 0 {
 		return nil, err
 	}
-	out := make([]store.FlowChange, len(flows))
+	out := make([]record.Change, len(flows))
 	for i := range flows {
 		f := &flows[i]
-		out[i] = store.FlowChange{ID: f.Seq, TenantID: f.TenantID, Flow: f}
+		out[i] = record.Change{ID: f.Seq, TenantID: f.TenantID, Flow: f}
 	}
 	return out, nil
 }
@@ -158,7 +158,7 @@ func (w *Watcher) changesAfter(ctx context.Context, seq int64, limit int) ([]sto
 // send queues c for s if s may see it; a subscriber whose queue is full
 // gets a reset and is closed (it resumes from its last change).
 // Called with w.mu held.
-func (s *subscription) send(c store.FlowChange, w *Watcher) {
+func (s *subscription) send(c record.Change, w *Watcher) {
 	if s.closed || !s.visible(c.TenantID) {
 		return
 	}
@@ -175,13 +175,13 @@ func (s *subscription) send(c store.FlowChange, w *Watcher) {
 // earlier ones; a Reset when more changed than a buffer holds), then new
 // changes follow live. The channel closes when ctx ends, when the subscriber
 // falls too far behind (after a Reset), or when the watcher stops.
-func (w *Watcher) Subscribe(ctx context.Context, after int64, visible func(tenantID string) bool) (<-chan store.FlowChange, error) {
-	s := &subscription{visible: visible, ch: make(chan store.FlowChange, subscriberBuffer)}
+func (w *Watcher) Subscribe(ctx context.Context, after int64, visible func(tenantID string) bool) (<-chan record.Change, error) {
+	s := &subscription{visible: visible, ch: make(chan record.Change, subscriberBuffer)}
 	w.mu.Lock()
 	if w.last < 0 {
 		// Idle until now: where the record stands is where live changes
 		// start.
-		last, err := w.store.LastFlowChange(ctx)
+		last, err := w.store.LastChange(ctx)
 		if err != nil {
 			w.mu.Unlock()
 			return nil, err
@@ -194,7 +194,7 @@ func (w *Watcher) Subscribe(ctx context.Context, after int64, visible func(tenan
 	}
 	// Replay under the lock, so no live change slips between the replay
 	// and the live queue; replays are bounded by the buffer.
-	var replay []store.FlowChange
+	var replay []record.Change
 	var err error
 	if after < live {
 		replay, err = w.changesAfter(ctx, after, subscriberBuffer)
@@ -205,7 +205,7 @@ func (w *Watcher) Subscribe(ctx context.Context, after int64, visible func(tenan
 	}
 	if len(replay) == subscriberBuffer && replay[len(replay)-1].ID < live {
 		// More changed than a buffer holds: reload rather than replay.
-		s.ch <- store.FlowChange{ID: live, Reset: true}
+		s.ch <- record.Change{ID: live, Reset: true}
 	} else {
 		for _, c := range replay {
 			if c.ID <= live && visible(c.TenantID) {
@@ -241,7 +241,7 @@ func (w *Watcher) closeLocked(s *subscription, reset bool) {
 		case <-s.ch:
 		default:
 		}
-		s.ch <- store.FlowChange{ID: w.last, Reset: true}
+		s.ch <- record.Change{ID: w.last, Reset: true}
 	}
 	close(s.ch)
 }

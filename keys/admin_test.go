@@ -87,11 +87,11 @@ func TestAdminKeysAPI(t *testing.T) {
 		t.Fatalf("unknown tenant: %d", r.Status)
 	}
 
-	acme, err := p.Server.Store().GetTenant(context.Background(), "acme")
+	acme, err := p.Server.Store().Tenants().Get(context.Background(), "acme")
 	if err != nil {
 		t.Fatal(err)
 	}
-	entries, err := p.Server.Store().AuditLog(context.Background(), acme.ID, time.Time{}, 100)
+	entries, err := p.Server.Store().Audit().List(context.Background(), acme.ID, time.Time{}, 100)
 	if err != nil {
 		t.Fatal(err)
 	}

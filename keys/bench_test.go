@@ -4,10 +4,10 @@ import (
 	"context"
 	"testing"
 
-	"github.com/opsmcp/platform/testkit/platformtest"
-	"github.com/opsmcp/platform/testkit/vaulttest"
 	"github.com/opsmcp/platform/keys"
 	"github.com/opsmcp/platform/mrtr"
+	"github.com/opsmcp/platform/testkit/platformtest"
+	"github.com/opsmcp/platform/testkit/vaulttest"
 )
 
 // A "round" below is what one MRTR round costs in key operations: open

@@ -17,13 +17,13 @@ import (
 // copied onto another tenant, or written under another master key, does
 // not open, and that tenant fails closed.
 type localBackend struct {
-	st   *store.Store
+	st   RingStore
 	aead cipher.AEAD
 }
 
 const localInfo = "opsmcp/keys/local-ring/v1"
 
-func newLocalBackend(st *store.Store, master []byte) (*localBackend, error) {
+func newLocalBackend(st RingStore, master []byte) (*localBackend, error) {
 	if len(master) < 32 {
 		return nil, fmt.Errorf("keys-master-key must be at least 32 bytes of random data, base64-encoded (got %d bytes): "+
 			"generate one with `openssl rand -base64 32`", len(master))
@@ -40,7 +40,7 @@ func (b *localBackend) name() string { return "local" }
 func (b *localBackend) aad(tenantID string) []byte { return []byte(localInfo + ":" + tenantID) }
 
 func (b *localBackend) load(ctx context.Context, tenantID string) ([]byte, int64, error) {
-	row, err := b.st.KeyRing(ctx, tenantID)
+	row, err := b.st.Get(ctx, tenantID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, 0, ErrNoRing
 	}
@@ -60,14 +60,14 @@ func (b *localBackend) load(ctx context.Context, tenantID string) ([]byte, int64
 }
 
 func (b *localBackend) version(ctx context.Context, tenantID string) (int64, error) {
-	return b.st.KeyRingVersion(ctx, tenantID)
+	return b.st.Version(ctx, tenantID)
 }
 
 func (b *localBackend) save(ctx context.Context, tenantID string, rec []byte, cas int64) (int64, error) {
 	nonce := make([]byte, b.aead.NonceSize(), b.aead.NonceSize()+len(rec)+b.aead.Overhead())
 	rand.Read(nonce)
 	sealed := base64.StdEncoding.EncodeToString(b.aead.Seal(nonce, nonce, rec, b.aad(tenantID)))
-	v, err := b.st.SaveKeyRing(ctx, tenantID, sealed, cas)
+	v, err := b.st.Save(ctx, tenantID, sealed, cas)
 	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrVersionMismatch) {
 		return 0, errConflict
 	}

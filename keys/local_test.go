@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opsmcp/platform/testkit/platformtest"
-	"github.com/opsmcp/platform/testkit/testwait"
 	"github.com/opsmcp/platform/keys"
 	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/testkit/platformtest"
+	"github.com/opsmcp/platform/testkit/testwait"
 )
 
 // clock is a settable clock shared by managers and sealers.
@@ -43,7 +43,7 @@ func (c *clock) Add(d time.Duration) {
 func addTenant(t testing.TB, st *store.Store, slug string, ttlSeconds int) string {
 	t.Helper()
 	tn := &store.Tenant{Slug: slug, DisplayName: slug, Settings: fmt.Sprintf(`{"stateTtlSeconds":%d}`, ttlSeconds)}
-	if err := st.CreateTenant(context.Background(), tn, false); err != nil {
+	if err := st.Tenants().Create(context.Background(), tn, false); err != nil {
 		t.Fatal(err)
 	}
 	return tn.ID
@@ -73,7 +73,7 @@ func (w tlogWriter) Write(b []byte) (int, error) {
 func localManager(t testing.TB, st *store.Store, mk []byte, c *clock, mut ...func(*keys.Options)) *keys.Manager {
 	t.Helper()
 	o := keys.Options{
-		Provider: keys.ProviderLocal, Store: st, MasterKey: mk, Logger: testLogger(t),
+		Provider: keys.ProviderLocal, Tenants: st.Tenants(), Rings: st.KeyRings(), MasterKey: mk, Logger: testLogger(t),
 		Refresh: 100 * time.Millisecond, ClockSkew: 100 * time.Millisecond, Staleness: time.Hour,
 		NoScheduler: true,
 	}
@@ -288,7 +288,8 @@ func TestLocalCASRaceExactlyOneAdvances(t *testing.T) {
 // that tenant closed and no other.
 func TestLocalMalformedOrForeignRecordFailsClosedAlone(t *testing.T) {
 	ctx := context.Background()
-	st := platformtest.Store(t, platformtest.SQLiteURL(t))
+	url := platformtest.SQLiteURL(t)
+	st := platformtest.Store(t, url)
 	a, b := addTenant(t, st, "alpha", 60), addTenant(t, st, "beta", 60)
 	mk := masterKey()
 	m := localManager(t, st, mk, nil)
@@ -300,14 +301,9 @@ func TestLocalMalformedOrForeignRecordFailsClosedAlone(t *testing.T) {
 	tokB, _ := seal(t, sealer(t, m, b, time.Minute, nil), b)
 
 	// Copy beta's sealed ring onto alpha: foreign.
-	db := st.DB()
-	var sealedB string
-	if err := db.Raw(`SELECT sealed FROM key_rings WHERE tenant_id = ?`, b).Scan(&sealedB).Error; err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Exec(`UPDATE key_rings SET sealed = ?, version = version + 1 WHERE tenant_id = ?`, sealedB, a).Error; err != nil {
-		t.Fatal(err)
-	}
+	db := platformtest.SQL(t, url)
+	sealedB := db.Strings(t, `SELECT sealed FROM key_rings WHERE tenant_id = ?`, b)[0]
+	db.Exec(t, `UPDATE key_rings SET sealed = ?, version = version + 1 WHERE tenant_id = ?`, sealedB, a)
 	waitFor(t, "the corrupted ring is refused as malformed", func() bool {
 		_, err := m.Codec(ctx, a)
 		return errors.Is(err, keys.ErrMalformed)
@@ -316,9 +312,7 @@ func TestLocalMalformedOrForeignRecordFailsClosedAlone(t *testing.T) {
 		t.Fatalf("beta affected: %s", r)
 	}
 	// Garbage.
-	if err := db.Exec(`UPDATE key_rings SET sealed = 'bm90IGEgcmluZw==', version = version + 1 WHERE tenant_id = ?`, a).Error; err != nil {
-		t.Fatal(err)
-	}
+	db.Exec(t, `UPDATE key_rings SET sealed = 'bm90IGEgcmluZw==', version = version + 1 WHERE tenant_id = ?`, a)
 	waitFor(t, "the corrupted ring is refused as malformed", func() bool {
 		_, err := m.Codec(ctx, a)
 		return errors.Is(err, keys.ErrMalformed)

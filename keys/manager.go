@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/mrtr"
-	"github.com/opsmcp/platform/store"
 )
 
 // Providers.
@@ -26,9 +25,10 @@ const (
 type Options struct {
 	// Provider is local or vault.
 	Provider string
-	// Store lists tenants (for the scheduler and their state TTLs) and,
-	// with the local provider, holds the rings.
-	Store *store.Store
+	// Tenants lists tenants, for the scheduler and their state TTLs.
+	Tenants Tenants
+	// Rings holds the rings with the local provider.
+	Rings RingStore
 	// Logger; nil is slog.Default().
 	Logger *slog.Logger
 	// ReplicaID names this replica in records; default host name + pid.
@@ -125,8 +125,8 @@ func New(opts Options) (*Manager, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.Store == nil {
-		return nil, errors.New("keys: a store is required")
+	if opts.Tenants == nil {
+		return nil, errors.New("keys: a tenant store is required")
 	}
 	if opts.Refresh <= 0 {
 		opts.Refresh = time.Second
@@ -168,7 +168,10 @@ func New(opts Options) (*Manager, error) {
 		if opts.Custody != KindAES {
 			return nil, fmt.Errorf("keys: the local provider holds aes keys only, not %q", opts.Custody)
 		}
-		be, err := newLocalBackend(opts.Store, opts.MasterKey)
+		if opts.Rings == nil {
+			return nil, errors.New("keys: the local provider needs a ring store")
+		}
+		be, err := newLocalBackend(opts.Rings, opts.MasterKey)
 		if err != nil {
 			return nil, err
 		}

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opsmcp/platform/testkit/platformtest"
-	"github.com/opsmcp/platform/testkit/testwait"
 	"github.com/opsmcp/platform/keys"
 	"github.com/opsmcp/platform/mrtr"
+	"github.com/opsmcp/platform/testkit/platformtest"
+	"github.com/opsmcp/platform/testkit/testwait"
 )
 
 // controlledManager is a local manager whose key store the test can slow
@@ -20,8 +20,9 @@ import (
 // decides when rings are re-read.
 func controlledManager(t *testing.T, url string, mk []byte, c *clock) (*keys.Manager, *keys.Backend) {
 	t.Helper()
+	st := platformtest.Store(t, url)
 	o := keys.Options{
-		Provider: keys.ProviderLocal, Store: platformtest.Store(t, url), MasterKey: mk, Logger: testLogger(t),
+		Provider: keys.ProviderLocal, Tenants: st.Tenants(), Rings: st.KeyRings(), MasterKey: mk, Logger: testLogger(t),
 		Refresh: time.Hour, ClockSkew: 100 * time.Millisecond, Staleness: 3 * time.Hour,
 		NoScheduler: true,
 	}

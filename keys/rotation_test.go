@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/config"
+	"github.com/opsmcp/platform/keys"
 	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/testkit/vaulttest"
-	"github.com/opsmcp/platform/keys"
 	"github.com/opsmcp/platform/webhook"
 )
 
@@ -399,7 +399,7 @@ func TestAdvanceRaceAcrossInstances(t *testing.T) {
 
 func tenantID(t *testing.T, f *fleet) string {
 	t.Helper()
-	tn, err := f.ps[0].Server.Store().GetTenant(context.Background(), f.slug)
+	tn, err := f.ps[0].Server.Store().Tenants().Get(context.Background(), f.slug)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func (m *Manager) Schedule(ctx context.Context) error {
 	after := ""
 	live := map[string]bool{}
 	for {
-		page, err := m.opts.Store.ListTenants(ctx, after, 500)
+		page, err := m.opts.Tenants.List(ctx, after, 500)
 		if err != nil {
 			return err
 		}
@@ -114,7 +114,7 @@ func settingsTTL(raw string) time.Duration {
 
 // tenantTTL reads one tenant's state TTL.
 func (m *Manager) tenantTTL(ctx context.Context, tenantID string) (time.Duration, error) {
-	raw, err := m.opts.Store.TenantSettings(ctx, tenantID)
+	raw, err := m.opts.Tenants.Settings(ctx, tenantID)
 	if err != nil {
 		return 0, err
 	}

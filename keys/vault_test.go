@@ -18,11 +18,11 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/opsmcp/platform/testkit/platformtest"
-	"github.com/opsmcp/platform/testkit/vaulttest"
 	"github.com/opsmcp/platform/keys"
 	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/testkit/platformtest"
+	"github.com/opsmcp/platform/testkit/vaulttest"
 )
 
 // vaultManager is a manager on the Vault provider with the root token,
@@ -30,7 +30,7 @@ import (
 func vaultManager(t testing.TB, v *vaulttest.Server, st *store.Store, c *clock, mut ...func(*keys.Options)) *keys.Manager {
 	t.Helper()
 	o := keys.Options{
-		Provider: keys.ProviderVault, Store: st, Logger: testLogger(t),
+		Provider: keys.ProviderVault, Tenants: st.Tenants(), Logger: testLogger(t),
 		Refresh: 100 * time.Millisecond, ClockSkew: 100 * time.Millisecond, Staleness: time.Hour,
 		NoScheduler: true,
 		Vault:       keys.VaultOptions{Address: v.Addr, Auth: keys.AuthToken, Token: v.RootToken},
@@ -627,7 +627,7 @@ func TestVaultCallsMadeForARequestAreSpansUnderIt(t *testing.T) {
 // away by tracing.
 func TestVaultOverAUnixSocketIsAccepted(t *testing.T) {
 	st := platformtest.Store(t, platformtest.SQLiteURL(t))
-	m, err := keys.New(keys.Options{Provider: keys.ProviderVault, Store: st, Logger: testLogger(t),
+	m, err := keys.New(keys.Options{Provider: keys.ProviderVault, Tenants: st.Tenants(), Logger: testLogger(t),
 		Vault: keys.VaultOptions{Address: "unix://" + t.TempDir() + "/agent.sock", Auth: keys.AuthToken, Token: "t"}})
 	if err != nil {
 		t.Fatalf("unix socket address refused: %v", err)

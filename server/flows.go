@@ -25,9 +25,9 @@ type flowRecord struct {
 // (the MCP endpoint) is set once the endpoint exists.
 func startFlows(ctx context.Context, cfg *config.Config, st *store.Store, log *slog.Logger, tel *telemetry.Telemetry) *flowRecord {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	watcher := flows.NewWatcher(ctx, st, log, 0)
+	watcher := flows.NewWatcher(ctx, st.Record(), log, 0)
 	recorder := flows.NewRecorder(ctx, flows.Options{
-		Store:     st,
+		Store:     st.Record(),
 		Logger:    log,
 		Replica:   cfg.Flows.Replica,
 		Retention: cfg.Flows.Retention,
@@ -35,7 +35,7 @@ func startFlows(ctx context.Context, cfg *config.Config, st *store.Store, log *s
 		Dropped:   tel.Metrics().FlowRecordDropped,
 	})
 	f := &flowRecord{recorder: recorder, watcher: watcher, stop: cancel,
-		service: &flows.Service{Store: st, Watcher: watcher}}
+		service: &flows.Service{Store: st.Record(), Watcher: watcher}}
 	unreport, err := tel.ReportFlowsAwaiting(f.service.ReportAwaiting)
 	if err != nil {
 		log.Warn("flows-awaiting gauge unavailable", "err", err)

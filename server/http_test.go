@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/config"
-	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/server"
+	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
 // generous bounds every wait on the platform in these tests: far above

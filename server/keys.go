@@ -11,10 +11,10 @@ import (
 
 	"github.com/opsmcp/platform/api"
 	"github.com/opsmcp/platform/config"
+	"github.com/opsmcp/platform/endpoint"
 	"github.com/opsmcp/platform/keys"
 	"github.com/opsmcp/platform/store"
 	"github.com/opsmcp/platform/telemetry"
-	"github.com/opsmcp/platform/endpoint"
 )
 
 // newKeys builds the per-tenant key manager of the configured provider;
@@ -28,7 +28,8 @@ func newKeys(cfg *config.Config, st *store.Store, log *slog.Logger) (*keys.Manag
 	}
 	opts := keys.Options{
 		Provider:      k.Provider,
-		Store:         st,
+		Tenants:       st.Tenants(),
+		Rings:         st.KeyRings(),
 		Logger:        log,
 		Refresh:       k.Refresh,
 		ClockSkew:     k.ClockSkew,

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/opsmcp/platform/config"
-	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/server"
+	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
 // TestMountServesAPrefixAheadOfThePlatform: a mounted handler answers

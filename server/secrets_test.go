@@ -9,17 +9,17 @@ import (
 	"testing"
 
 	"github.com/opsmcp/platform/config"
+	"github.com/opsmcp/platform/store"
 	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/testkit/testwait"
-	"github.com/opsmcp/platform/store"
 )
 
 // storedSecret reads the webhook_secret column of the tool named name.
 func storedSecret(t *testing.T, p *platformtest.Platform, name string) string {
 	t.Helper()
-	var stored []string
-	if err := p.Server.Store().DB().Model(&store.Item{}).Where("name = ?", name).Pluck("webhook_secret", &stored).Error; err != nil || len(stored) != 1 {
-		t.Fatalf("read the column: %v %v", stored, err)
+	stored := platformtest.SQL(t, p.DatabaseURL).Strings(t, "SELECT webhook_secret FROM catalogue_items WHERE name = ?", name)
+	if len(stored) != 1 {
+		t.Fatalf("read the column: %v", stored)
 	}
 	return stored[0]
 }
@@ -52,7 +52,7 @@ func TestSecretsStoredBeforeSealingAreSealedAtTheNextStart(t *testing.T) {
 	if !strings.Contains(sealed.Logs.String(), `"resealed":1`) {
 		t.Fatal("the start did not report the reseal")
 	}
-	c, err := sealed.Server.Store().LoadCatalogue(context.Background(), "acme")
+	c, err := sealed.Server.Store().Tenants().LoadCatalogue(context.Background(), "acme")
 	if err != nil || len(c.Items) != 1 || *c.Items[0].WebhookSecret != secret {
 		t.Fatalf("the catalogue the sealing replica signs with: %v", err)
 	}

@@ -19,10 +19,10 @@ import (
 	"github.com/opsmcp/platform/auth"
 	"github.com/opsmcp/platform/config"
 	"github.com/opsmcp/platform/egress"
+	"github.com/opsmcp/platform/endpoint"
 	"github.com/opsmcp/platform/keys"
 	"github.com/opsmcp/platform/store"
 	"github.com/opsmcp/platform/telemetry"
-	"github.com/opsmcp/platform/endpoint"
 	"github.com/opsmcp/platform/web"
 )
 
@@ -86,7 +86,7 @@ func sealSecrets(ctx context.Context, cfg *config.Config, st *store.Store, log *
 		log.Warn("stored webhook secrets not resealed: the database is not migrated yet; the next start reseals them", "pending_migrations", pending, "err", err)
 		return nil
 	}
-	r, err := st.SealStoredSecrets(ctx)
+	r, err := st.Tenants().SealStoredSecrets(ctx)
 	if err != nil {
 		log.Warn("stored webhook secrets not all resealed; the next start retries", "resealed", r.Resealed, "err", err)
 		return nil
@@ -155,14 +155,11 @@ func New(ctx context.Context, in *config.Config, log *slog.Logger, version strin
 			}
 		}
 	}()
-	st, err := store.Open(ctx, cfg.DatabaseURL)
+	st, err := store.Open(ctx, cfg.DatabaseURL, store.WithPlugin(telemetry.GormPlugin()))
 	if err != nil {
 		return nil, err
 	}
 	undo = append(undo, func() { st.Close() })
-	if err := st.DB().Use(telemetry.GormPlugin()); err != nil {
-		return nil, err
-	}
 	if cfg.Migrate {
 		n, err := st.Migrate(ctx)
 		if err != nil {
@@ -180,7 +177,9 @@ func New(ctx context.Context, in *config.Config, log *slog.Logger, version strin
 		return nil, err
 	}
 	topts := endpoint.Options{
-		Store:               st,
+		Catalogues:          st.Tenants(),
+		Revocations:         st.Revocations(),
+		Sessions:            st.Legacy(),
 		Logger:              log,
 		PublicURL:           cfg.PublicURL,
 		MaxBodyBytes:        cfg.MaxMCPBodyBytes,
@@ -262,10 +261,14 @@ func New(ctx context.Context, in *config.Config, log *slog.Logger, version strin
 		return nil, err
 	}
 	api.Register(r, api.Options{
-		Store: st,
+		Tenants:        st.Tenants(),
+		Record:         st.Record(),
+		Tokens:         st.Credentials(),
+		Audit:          st.Audit(),
+		LegacySessions: st.Legacy(),
 		Auth: api.Chain{
-			api.SessionAuth{Signer: set.signer, Secure: secureCookies(&cfg), Origin: publicOrigin(&cfg), Ended: st.SessionEnded},
-			api.TokenAuth{Store: st},
+			api.SessionAuth{Signer: set.signer, Secure: secureCookies(&cfg), Origin: publicOrigin(&cfg), Ended: st.Credentials().SessionEnded},
+			api.TokenAuth{Tokens: st.Credentials()},
 			api.NewBootstrapToken(cfg.BootstrapToken),
 		},
 		MaxBodyBytes:   cfg.MaxBodyBytes,
@@ -327,7 +330,7 @@ func adminLogin(cfg *config.Config, signer *auth.Signer, st *store.Store, log *s
 		Issuer: cfg.AdminIssuer, ClientID: cfg.AdminClientID, ClientSecret: cfg.AdminClientSecret,
 		RedirectURL: base + "/admin/callback", RolesClaim: cfg.AdminRolesClaim, AfterLogin: base + "/admin/",
 		Signer: signer, Secure: secureCookies(cfg), Logger: log, PublicOrigin: publicOrigin(cfg),
-		BindTenants: api.BindTenants(st), EndSession: st.EndSession,
+		BindTenants: api.BindTenants(st.Tenants()), EndSession: st.Credentials().EndSession,
 	}
 }
 

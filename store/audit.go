@@ -29,8 +29,8 @@ type AuditEntry struct {
 // TableName is the audit_log table.
 func (AuditEntry) TableName() string { return "audit_log" }
 
-// Audit records an admin action. detail must hold no secrets.
-func (s *Store) Audit(ctx context.Context, e AuditEntry, detail map[string]any) error {
+// Write records an admin action. detail must hold no secrets.
+func (s Audit) Write(ctx context.Context, e AuditEntry, detail map[string]any) error {
 	e.ID = newID("au")
 	if e.At.IsZero() {
 		e.At = time.Now().UTC()
@@ -49,9 +49,9 @@ func (s *Store) Audit(ctx context.Context, e AuditEntry, detail map[string]any) 
 	return nil
 }
 
-// AuditLog lists entries newest first, optionally for one tenant (by
+// List lists entries newest first, optionally for one tenant (by
 // id), before the given time (exclusive) for pagination.
-func (s *Store) AuditLog(ctx context.Context, tenantID string, before time.Time, limit int) ([]AuditEntry, error) {
+func (s Audit) List(ctx context.Context, tenantID string, before time.Time, limit int) ([]AuditEntry, error) {
 	q := s.db.WithContext(ctx).Order("at DESC, id DESC").Limit(limit)
 	if tenantID != "" {
 		q = q.Where("tenant_id = ?", tenantID)

@@ -27,7 +27,7 @@ const bulkRows = 200
 // is taken (ErrConflict) or belonged to a deleted tenant
 // (ErrSlugRetired). Items are not validated: they must be what the
 // admin API would have stored.
-func (s *Store) CreateCatalogues(ctx context.Context, cs []Catalogue) error {
+func (s Tenants) CreateCatalogues(ctx context.Context, cs []Catalogue) error {
 	now := time.Now().UTC()
 	tenants := make([]Tenant, len(cs))
 	var items []Item

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
 // TestCreateCataloguesInsertsTenantsAndItemsInBatches: more tenants than
@@ -19,7 +19,8 @@ func TestCreateCataloguesInsertsTenantsAndItemsInBatches(t *testing.T) {
 		t.Run(d.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			st := acmeStore(t, d.New(t), true)
+			url := d.New(t)
+			st := acmeStore(t, url, true)
 			seed := func(prefix string, n int) []store.Catalogue {
 				cs := make([]store.Catalogue, n)
 				for i := range cs {
@@ -35,11 +36,11 @@ func TestCreateCataloguesInsertsTenantsAndItemsInBatches(t *testing.T) {
 				return cs
 			}
 			cs := seed("t", 450)
-			if err := st.CreateCatalogues(ctx, cs); err != nil {
+			if err := st.Tenants().CreateCatalogues(ctx, cs); err != nil {
 				t.Fatal(err)
 			}
 			for _, i := range []int{0, 199, 200, 449} {
-				got, err := st.LoadCatalogue(ctx, cs[i].Tenant.Slug)
+				got, err := st.Tenants().LoadCatalogue(ctx, cs[i].Tenant.Slug)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -50,14 +51,14 @@ func TestCreateCataloguesInsertsTenantsAndItemsInBatches(t *testing.T) {
 				if a.Name != "a" || a.TenantID != cs[i].Tenant.ID || a.Version != 1 || a.WebhookSecret == nil || *a.WebhookSecret != fmt.Sprintf("whsec_t%d", i) {
 					t.Fatalf("tenant %d item a: %+v", i, a)
 				}
-				if stored := storedSecret(t, st, a.ID); !store.Sealed(stored) {
+				if stored := storedSecret(t, url, a.ID); !store.Sealed(stored) {
 					t.Fatalf("tenant %d: secret stored as %q", i, stored)
 				}
 				if got.Items[1].WebhookSecret != nil {
 					t.Fatalf("tenant %d: item b has a secret", i)
 				}
 			}
-			vs, err := st.TenantVersions(ctx)
+			vs, err := st.Tenants().Versions(ctx)
 			if err != nil || len(vs) != 451 {
 				t.Fatalf("%d tenants, %v", len(vs), err)
 			}
@@ -76,20 +77,20 @@ func TestCreateCataloguesInsertsTenantsAndItemsInBatches(t *testing.T) {
 
 			// acme is taken: the call fails whole, u0000 included.
 			taken := append(seed("u", 300), store.Catalogue{Tenant: store.Tenant{Slug: "acme", DisplayName: "A"}})
-			if err := st.CreateCatalogues(ctx, taken); !errors.Is(err, store.ErrConflict) {
+			if err := st.Tenants().CreateCatalogues(ctx, taken); !errors.Is(err, store.ErrConflict) {
 				t.Fatalf("taken slug: %v", err)
 			}
-			if _, err := st.GetTenant(ctx, "u0000"); !errors.Is(err, store.ErrNotFound) {
+			if _, err := st.Tenants().Get(ctx, "u0000"); !errors.Is(err, store.ErrNotFound) {
 				t.Fatalf("u0000 after a failed call: %v", err)
 			}
-			if err := st.DeleteTenant(ctx, "t0449", 0); err != nil {
+			if err := st.Tenants().Delete(ctx, "t0449", 0); err != nil {
 				t.Fatal(err)
 			}
 			retired := append(seed("v", 300), store.Catalogue{Tenant: store.Tenant{Slug: "t0449", DisplayName: "A"}})
-			if err := st.CreateCatalogues(ctx, retired); !errors.Is(err, store.ErrSlugRetired) {
+			if err := st.Tenants().CreateCatalogues(ctx, retired); !errors.Is(err, store.ErrSlugRetired) {
 				t.Fatalf("retired slug: %v", err)
 			}
-			if _, err := st.GetTenant(ctx, "v0000"); !errors.Is(err, store.ErrNotFound) {
+			if _, err := st.Tenants().Get(ctx, "v0000"); !errors.Is(err, store.ErrNotFound) {
 				t.Fatalf("v0000 after a failed call: %v", err)
 			}
 		})

@@ -27,7 +27,7 @@ var ErrConsumed = errors.New("request state already consumed")
 // state, which stays valid until expires; a second consumption of the
 // same round, on any replica, is ErrConsumed. The insert is the atomic
 // test: exactly one of concurrent replays wins.
-func (s *Store) ConsumeState(ctx context.Context, tenantID, flowID string, round int, expires time.Time) error {
+func (s Revocations) ConsumeState(ctx context.Context, tenantID, flowID string, round int, expires time.Time) error {
 	row := consumedState{TenantID: tenantID, FlowID: flowID, Round: round, ConsumedAt: time.Now().UTC(), ExpiresAt: expires.UTC()}
 	err := s.db.WithContext(ctx).Create(&row).Error
 	switch {
@@ -41,7 +41,7 @@ func (s *Store) ConsumeState(ctx context.Context, tenantID, flowID string, round
 
 // PruneConsumedStates deletes records of states that have expired (a
 // replay of one is refused as expired anyway).
-func (s *Store) PruneConsumedStates(ctx context.Context, now time.Time) error {
+func (s Revocations) PruneConsumedStates(ctx context.Context, now time.Time) error {
 	if err := s.db.WithContext(ctx).Where("expires_at < ?", now.UTC()).Delete(&consumedState{}).Error; err != nil {
 		return fmt.Errorf("prune consumed states: %w", err)
 	}

@@ -22,7 +22,7 @@ func (RevokedFlow) TableName() string { return "revoked_flows" }
 
 // RevokeFlow records that a tenant's flow is cancelled until expires.
 // Revoking twice is not an error.
-func (s *Store) RevokeFlow(ctx context.Context, slug, flowID string, expires time.Time) (tenantID string, err error) {
+func (s Revocations) RevokeFlow(ctx context.Context, slug, flowID string, expires time.Time) (tenantID string, err error) {
 	err = s.withTenant(ctx, slug, false, func(tx *gorm.DB, t *Tenant) error {
 		tenantID = t.ID
 		row := RevokedFlow{FlowID: flowID, TenantID: t.ID, RevokedAt: time.Now().UTC(), ExpiresAt: expires.UTC()}
@@ -35,7 +35,7 @@ func (s *Store) RevokeFlow(ctx context.Context, slug, flowID string, expires tim
 }
 
 // RevokedFlows lists revocations still in force, and deletes expired ones.
-func (s *Store) RevokedFlows(ctx context.Context) ([]RevokedFlow, error) {
+func (s Revocations) RevokedFlows(ctx context.Context) ([]RevokedFlow, error) {
 	now := time.Now().UTC()
 	db := s.db.WithContext(ctx)
 	if err := db.Where("expires_at <= ?", now).Delete(&RevokedFlow{}).Error; err != nil {

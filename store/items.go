@@ -12,7 +12,7 @@ import (
 // withTenant runs fn in a transaction with the tenant row loaded, and
 // bumps the tenant's catalogue version when bump is set and fn succeeds,
 // so every replica's cache sees the change.
-func (s *Store) withTenant(ctx context.Context, slug string, bump bool, fn func(tx *gorm.DB, t *Tenant) error) error {
+func (s *conn) withTenant(ctx context.Context, slug string, bump bool, fn func(tx *gorm.DB, t *Tenant) error) error {
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var t Tenant
 		if err := tx.Where("slug = ?", slug).Take(&t).Error; err != nil {
@@ -40,7 +40,7 @@ var ErrQuota = errors.New("quota reached")
 // already holds limit items (0: no limit), which is ErrQuota. Creations
 // for one tenant are serialised on its row (its catalogue version is
 // bumped first), so concurrent ones cannot pass the limit together.
-func (s *Store) CreateItem(ctx context.Context, slug string, it *Item, limit int) error {
+func (s Tenants) CreateItem(ctx context.Context, slug string, it *Item, limit int) error {
 	now := time.Now().UTC()
 	it.ID, it.Version, it.CreatedAt, it.UpdatedAt = newID("ci"), 1, now, now
 	return s.withTenant(ctx, slug, true, func(tx *gorm.DB, t *Tenant) error {
@@ -69,8 +69,8 @@ func (s *Store) CreateItem(ctx context.Context, slug string, it *Item, limit int
 }
 
 // GetItem returns one catalogue item by kind and name.
-func (s *Store) GetItem(ctx context.Context, slug, kind, name string) (*Item, error) {
-	t, err := s.GetTenant(ctx, slug)
+func (s Tenants) GetItem(ctx context.Context, slug, kind, name string) (*Item, error) {
+	t, err := s.Get(ctx, slug)
 	if err != nil {
 		return nil, err
 	}
@@ -84,8 +84,8 @@ func (s *Store) GetItem(ctx context.Context, slug, kind, name string) (*Item, er
 
 // ListItems returns up to limit items of one kind ordered by name, after
 // the given name (exclusive).
-func (s *Store) ListItems(ctx context.Context, slug, kind, after string, limit int) ([]Item, error) {
-	t, err := s.GetTenant(ctx, slug)
+func (s Tenants) ListItems(ctx context.Context, slug, kind, after string, limit int) ([]Item, error) {
+	t, err := s.Get(ctx, slug)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +100,7 @@ func (s *Store) ListItems(ctx context.Context, slug, kind, after string, limit i
 
 // UpdateItem applies mutate to an item and saves it if its version still
 // equals ifVersion (0 skips the check).
-func (s *Store) UpdateItem(ctx context.Context, slug, kind, name string, ifVersion int64, mutate func(*Item) error) (*Item, error) {
+func (s Tenants) UpdateItem(ctx context.Context, slug, kind, name string, ifVersion int64, mutate func(*Item) error) (*Item, error) {
 	var it Item
 	err := s.withTenant(ctx, slug, true, func(tx *gorm.DB, t *Tenant) error {
 		err := tx.Where("tenant_id = ? AND kind = ? AND name = ?", t.ID, kind, name).Take(&it).Error
@@ -141,7 +141,7 @@ func (s *Store) UpdateItem(ctx context.Context, slug, kind, name string, ifVersi
 }
 
 // DeleteItem removes an item.
-func (s *Store) DeleteItem(ctx context.Context, slug, kind, name string, ifVersion int64) error {
+func (s Tenants) DeleteItem(ctx context.Context, slug, kind, name string, ifVersion int64) error {
 	return s.withTenant(ctx, slug, true, func(tx *gorm.DB, t *Tenant) error {
 		var it Item
 		err := tx.Where("tenant_id = ? AND kind = ? AND name = ?", t.ID, kind, name).Take(&it).Error
@@ -167,9 +167,9 @@ type Catalogue struct {
 // optimistic rather than a transaction (which would take SQLite's write
 // lock): it is retried until the tenant's catalogue version is the same
 // before and after, so the items match the version reported.
-func (s *Store) LoadCatalogue(ctx context.Context, slug string) (*Catalogue, error) {
+func (s Tenants) LoadCatalogue(ctx context.Context, slug string) (*Catalogue, error) {
 	for attempt := 0; ; attempt++ {
-		t, err := s.GetTenant(ctx, slug)
+		t, err := s.Get(ctx, slug)
 		if err != nil {
 			return nil, err
 		}
@@ -181,7 +181,7 @@ func (s *Store) LoadCatalogue(ctx context.Context, slug string) (*Catalogue, err
 		if err := s.openItems(c.Items); err != nil {
 			return nil, fmt.Errorf("load catalogue of %q: %w", slug, err)
 		}
-		after, err := s.GetTenant(ctx, slug)
+		after, err := s.Get(ctx, slug)
 		if err != nil {
 			return nil, err
 		}
@@ -195,7 +195,7 @@ func (s *Store) LoadCatalogue(ctx context.Context, slug string) (*Catalogue, err
 
 // CatalogueCounts counts every tenant's catalogue items, by tenant id and
 // kind.
-func (s *Store) CatalogueCounts(ctx context.Context) (map[string]map[string]int64, error) {
+func (s Tenants) CatalogueCounts(ctx context.Context) (map[string]map[string]int64, error) {
 	var rows []struct {
 		TenantID string
 		Kind     string

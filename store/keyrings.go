@@ -9,7 +9,7 @@ import (
 	"gorm.io/gorm"
 )
 
-// KeyRing is a tenant's key ring record as the local keys provider keeps
+// Get is a tenant's key ring record as the local keys provider keeps
 // it: sealed by that provider (the store never sees key material in the
 // clear), versioned for check-and-set writes.
 type KeyRing struct {
@@ -22,8 +22,8 @@ type KeyRing struct {
 // TableName is the key_rings table.
 func (KeyRing) TableName() string { return "key_rings" }
 
-// KeyRing reads a tenant's sealed key ring; ErrNotFound when it has none.
-func (s *Store) KeyRing(ctx context.Context, tenantID string) (*KeyRing, error) {
+// Get reads a tenant's sealed key ring; ErrNotFound when it has none.
+func (s KeyRings) Get(ctx context.Context, tenantID string) (*KeyRing, error) {
 	var row KeyRing
 	err := s.db.WithContext(ctx).Where("tenant_id = ?", tenantID).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -35,9 +35,9 @@ func (s *Store) KeyRing(ctx context.Context, tenantID string) (*KeyRing, error) 
 	return &row, nil
 }
 
-// KeyRingVersion reads the version of a tenant's key ring record without
+// Version reads the version of a tenant's key ring record without
 // the record: 0 when it has none.
-func (s *Store) KeyRingVersion(ctx context.Context, tenantID string) (int64, error) {
+func (s KeyRings) Version(ctx context.Context, tenantID string) (int64, error) {
 	var vs []int64
 	err := s.db.WithContext(ctx).Model(&KeyRing{}).Where("tenant_id = ?", tenantID).Pluck("version", &vs).Error
 	if err != nil {
@@ -49,10 +49,10 @@ func (s *Store) KeyRingVersion(ctx context.Context, tenantID string) (int64, err
 	return vs[0], nil
 }
 
-// SaveKeyRing writes a tenant's sealed key ring if its stored version is
+// Save writes a tenant's sealed key ring if its stored version is
 // still cas (0: the tenant has no ring yet) and returns the new version.
 // A lost race is ErrVersionMismatch (ErrConflict when creating).
-func (s *Store) SaveKeyRing(ctx context.Context, tenantID, sealed string, cas int64) (int64, error) {
+func (s KeyRings) Save(ctx context.Context, tenantID, sealed string, cas int64) (int64, error) {
 	now := time.Now().UTC()
 	db := s.db.WithContext(ctx)
 	if cas == 0 {

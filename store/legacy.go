@@ -58,12 +58,12 @@ type LegacyRelay struct {
 // TableName is the legacy_relay table.
 func (LegacyRelay) TableName() string { return "legacy_relay" }
 
-// LegacyRelayChannel is the notification channel announcing relay rows;
+// legacyRelayChannel is the notification channel announcing relay rows;
 // the payload is the row's target.
-const LegacyRelayChannel = "opsmcp_legacy_relay"
+const legacyRelayChannel = "opsmcp_legacy_relay"
 
-// CreateLegacySession records a new session.
-func (s *Store) CreateLegacySession(ctx context.Context, ls *LegacySession) error {
+// Create records a new session.
+func (s LegacySessions) Create(ctx context.Context, ls *LegacySession) error {
 	ls.CreatedAt, ls.ExpiresAt = ls.CreatedAt.UTC(), ls.ExpiresAt.UTC()
 	if err := s.db.WithContext(ctx).Create(ls).Error; err != nil {
 		return fmt.Errorf("create legacy session: %w", err)
@@ -71,9 +71,9 @@ func (s *Store) CreateLegacySession(ctx context.Context, ls *LegacySession) erro
 	return nil
 }
 
-// GetLegacySession reads a tenant's session; ErrNotFound when there is
+// Get reads a tenant's session; ErrNotFound when there is
 // none (another tenant's session is none).
-func (s *Store) GetLegacySession(ctx context.Context, tenantID, id string) (*LegacySession, error) {
+func (s LegacySessions) Get(ctx context.Context, tenantID, id string) (*LegacySession, error) {
 	var ls LegacySession
 	err := s.db.WithContext(ctx).Where("id = ? AND tenant_id = ?", id, tenantID).Take(&ls).Error
 	if err != nil {
@@ -82,17 +82,17 @@ func (s *Store) GetLegacySession(ctx context.Context, tenantID, id string) (*Leg
 	return &ls, nil
 }
 
-// SetLegacyLogLevel records a session's logging/setLevel.
-func (s *Store) SetLegacyLogLevel(ctx context.Context, tenantID, id, level string) error {
+// SetLogLevel records a session's logging/setLevel.
+func (s LegacySessions) SetLogLevel(ctx context.Context, tenantID, id, level string) error {
 	return s.updateLegacySession(ctx, tenantID, id, map[string]any{"log_level": level})
 }
 
-// UpdateLegacySubscriptions changes a live session's subscribed URIs
+// UpdateSubscriptions changes a live session's subscribed URIs
 // (kept as a JSON array) with change, under a row lock, so concurrent
 // subscribes of one session do not lose each other's. change may refuse
 // with an error, which is returned as is; ErrNotFound when the session
 // is not live.
-func (s *Store) UpdateLegacySubscriptions(ctx context.Context, tenantID, id string, change func(uris []string) ([]string, error)) error {
+func (s LegacySessions) UpdateSubscriptions(ctx context.Context, tenantID, id string, change func(uris []string) ([]string, error)) error {
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var ls LegacySession
 		q := tx.Where("id = ? AND tenant_id = ? AND ended_at IS NULL", id, tenantID)
@@ -120,7 +120,7 @@ func (s *Store) UpdateLegacySubscriptions(ctx context.Context, tenantID, id stri
 	})
 }
 
-func (s *Store) updateLegacySession(ctx context.Context, tenantID, id string, cols map[string]any) error {
+func (s *conn) updateLegacySession(ctx context.Context, tenantID, id string, cols map[string]any) error {
 	res := s.db.WithContext(ctx).Model(&LegacySession{}).
 		Where("id = ? AND tenant_id = ? AND ended_at IS NULL", id, tenantID).Updates(cols)
 	if res.Error != nil {
@@ -132,9 +132,9 @@ func (s *Store) updateLegacySession(ctx context.Context, tenantID, id string, co
 	return nil
 }
 
-// EndLegacySession ends a tenant's session now; ErrNotFound when the
+// End ends a tenant's session now; ErrNotFound when the
 // tenant has no such live session (unknown, expired or already ended).
-func (s *Store) EndLegacySession(ctx context.Context, tenantID, id, by string) error {
+func (s LegacySessions) End(ctx context.Context, tenantID, id, by string) error {
 	now := time.Now().UTC()
 	res := s.db.WithContext(ctx).Model(&LegacySession{}).
 		Where("id = ? AND tenant_id = ? AND ended_at IS NULL AND expires_at > ?", id, tenantID, now).
@@ -148,9 +148,9 @@ func (s *Store) EndLegacySession(ctx context.Context, tenantID, id, by string) e
 	return nil
 }
 
-// EndLegacySessions ends every live session of a tenant and says how
+// EndAll ends every live session of a tenant and says how
 // many it ended.
-func (s *Store) EndLegacySessions(ctx context.Context, tenantID, by string) (int64, error) {
+func (s LegacySessions) EndAll(ctx context.Context, tenantID, by string) (int64, error) {
 	return endLegacySessions(s.db.WithContext(ctx), tenantID, by)
 }
 
@@ -173,10 +173,10 @@ type EndedLegacySession struct {
 	ExpiresAt time.Time
 }
 
-// EndedLegacySessions lists the sessions ended at or after since that
+// EndedSince lists the sessions ended at or after since that
 // have not expired yet (a replica follows them with a since a little
 // before its last read, so a slow commit is not missed).
-func (s *Store) EndedLegacySessions(ctx context.Context, since time.Time) ([]EndedLegacySession, error) {
+func (s LegacySessions) EndedSince(ctx context.Context, since time.Time) ([]EndedLegacySession, error) {
 	var out []EndedLegacySession
 	err := s.db.WithContext(ctx).Model(&LegacySession{}).
 		Select("id, tenant_id, ended_at, expires_at").
@@ -188,9 +188,9 @@ func (s *Store) EndedLegacySessions(ctx context.Context, since time.Time) ([]End
 	return out, nil
 }
 
-// ListLegacySessions lists a tenant's live sessions (not ended, not
+// List lists a tenant's live sessions (not ended, not
 // expired) by id, after the id after, at most limit.
-func (s *Store) ListLegacySessions(ctx context.Context, tenantID, after string, limit int) ([]LegacySession, error) {
+func (s LegacySessions) List(ctx context.Context, tenantID, after string, limit int) ([]LegacySession, error) {
 	var out []LegacySession
 	err := s.db.WithContext(ctx).
 		Where("tenant_id = ? AND ended_at IS NULL AND expires_at > ? AND id > ?", tenantID, time.Now().UTC(), after).
@@ -201,9 +201,9 @@ func (s *Store) ListLegacySessions(ctx context.Context, tenantID, after string, 
 	return out, nil
 }
 
-// PruneLegacy deletes expired sessions and relay messages older than
+// Prune deletes expired sessions and relay messages older than
 // maxRelayAge (nobody took them: their call had ended).
-func (s *Store) PruneLegacy(ctx context.Context, maxRelayAge time.Duration) error {
+func (s LegacySessions) Prune(ctx context.Context, maxRelayAge time.Duration) error {
 	now := time.Now().UTC()
 	db := s.db.WithContext(ctx)
 	if err := db.Where("expires_at <= ?", now).Delete(&LegacySession{}).Error; err != nil {
@@ -215,10 +215,10 @@ func (s *Store) PruneLegacy(ctx context.Context, maxRelayAge time.Duration) erro
 	return nil
 }
 
-// RelayLegacy stores a message for the replica holding its target and
-// announces it on LegacyRelayChannel, in one transaction: the
+// Relay stores a message for the replica holding its target and
+// announces it on legacyRelayChannel, in one transaction: the
 // notification is delivered at commit, when the row can be read.
-func (s *Store) RelayLegacy(ctx context.Context, tenantID, sessionID, target string, body []byte) error {
+func (s LegacySessions) Relay(ctx context.Context, tenantID, sessionID, target string, body []byte) error {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	row := LegacyRelay{ID: hex.EncodeToString(b[:]), TenantID: tenantID, SessionID: sessionID, Target: target,
@@ -228,7 +228,7 @@ func (s *Store) RelayLegacy(ctx context.Context, tenantID, sessionID, target str
 			return err
 		}
 		if s.dialect == Postgres {
-			return tx.Exec("SELECT pg_notify(?, ?)", LegacyRelayChannel, target).Error
+			return tx.Exec("SELECT pg_notify(?, ?)", legacyRelayChannel, target).Error
 		}
 		return nil
 	})
@@ -238,9 +238,9 @@ func (s *Store) RelayLegacy(ctx context.Context, tenantID, sessionID, target str
 	return nil
 }
 
-// TakeLegacyRelay removes and returns the stored messages for targets,
+// TakeRelayed removes and returns the stored messages for targets,
 // oldest first. Each message is returned to exactly one taker.
-func (s *Store) TakeLegacyRelay(ctx context.Context, targets []string) ([]LegacyRelay, error) {
+func (s LegacySessions) TakeRelayed(ctx context.Context, targets []string) ([]LegacyRelay, error) {
 	if len(targets) == 0 {
 		return nil, nil
 	}
@@ -267,4 +267,15 @@ func (s *Store) TakeLegacyRelay(ctx context.Context, targets []string) ([]Legacy
 		return nil, fmt.Errorf("take legacy relay: %w", err)
 	}
 	return out, nil
+}
+
+// Shared reports whether other replicas may share this database
+// (PostgreSQL), so a message may have to be relayed to the one holding a
+// call; on SQLite one process serves.
+func (s LegacySessions) Shared() bool { return s.dialect == Postgres }
+
+// ListenRelayed follows the notifications Relay sends (the target of
+// each message), as sqldb's Listen does.
+func (s LegacySessions) ListenRelayed(ctx context.Context) (<-chan string, error) {
+	return s.shared.Listen(ctx, legacyRelayChannel)
 }

@@ -5,9 +5,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/migrations"
 	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
 // TestReplicasStartingAtOnceMigrateAnEmptyDatabaseTogether: replicas of

@@ -110,7 +110,7 @@ func (s *Store) SealSecretsWith(b *SecretBox) { s.box = b }
 // it read, which a reseal may have replaced in the meantime; resealing it
 // here keeps an old key's value from coming back. A sealed value no key
 // opens is kept as it is.
-func (s *Store) sealForWrite(itemID string, secret *string) *string {
+func (s *conn) sealForWrite(itemID string, secret *string) *string {
 	if s.box == nil || secret == nil {
 		return secret
 	}
@@ -136,7 +136,7 @@ func (b *SecretBox) reseal(itemID, stored string) (string, bool, error) {
 // openItems replaces the sealed webhook secrets of items with their
 // plaintext. An item whose secret cannot be opened fails the load: its
 // tenant fails closed rather than sign with the wrong secret.
-func (s *Store) openItems(items []Item) error {
+func (s *conn) openItems(items []Item) error {
 	for i := range items {
 		it := &items[i]
 		if it.WebhookSecret == nil || !Sealed(*it.WebhookSecret) {
@@ -170,7 +170,7 @@ type Reseal struct {
 // value read, so every replica may run it at once. The secrets themselves
 // do not change, so no catalogue version moves. A value no key opens is
 // left alone and counted.
-func (s *Store) SealStoredSecrets(ctx context.Context) (Reseal, error) {
+func (s Tenants) SealStoredSecrets(ctx context.Context) (Reseal, error) {
 	var r Reseal
 	if s.box == nil {
 		return r, errors.New("store: no secrets key to seal with")

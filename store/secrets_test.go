@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
 func key(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
@@ -26,26 +26,26 @@ func acmeStore(t testing.TB, url string, sealed bool) *store.Store {
 		}
 		st.SealSecretsWith(box)
 	}
-	if err := st.CreateTenant(ctx, &store.Tenant{Slug: "acme", DisplayName: "Acme", Settings: "{}"}, false); err != nil {
+	if err := st.Tenants().Create(ctx, &store.Tenant{Slug: "acme", DisplayName: "Acme", Settings: "{}"}, false); err != nil {
 		t.Fatal(err)
 	}
 	return st
 }
 
 // storedSecret is the webhook_secret column of an item, as the database
-// holds it.
-func storedSecret(t *testing.T, st *store.Store, id string) string {
+// at url holds it.
+func storedSecret(t *testing.T, url, id string) string {
 	t.Helper()
-	var v []string
-	if err := st.DB().Model(&store.Item{}).Where("id = ?", id).Pluck("webhook_secret", &v).Error; err != nil || len(v) != 1 {
-		t.Fatalf("read the stored secret: %v %v", v, err)
+	v := platformtest.SQL(t, url).Strings(t, "SELECT webhook_secret FROM catalogue_items WHERE id = ?", id)
+	if len(v) != 1 {
+		t.Fatalf("read the stored secret: %v", v)
 	}
 	return v[0]
 }
 
 func secretOf(t *testing.T, st *store.Store, slug, name string) string {
 	t.Helper()
-	c, err := st.LoadCatalogue(context.Background(), slug)
+	c, err := st.Tenants().LoadCatalogue(context.Background(), slug)
 	if err != nil {
 		t.Fatalf("load catalogue: %v", err)
 	}
@@ -61,7 +61,7 @@ func secretOf(t *testing.T, st *store.Store, slug, name string) string {
 func addTool(t *testing.T, st *store.Store, slug, name, secret string) *store.Item {
 	t.Helper()
 	it := &store.Item{Kind: "tool", Name: name, Spec: `{"name":"` + name + `"}`, WebhookSecret: &secret}
-	if err := st.CreateItem(context.Background(), slug, it, 0); err != nil {
+	if err := st.Tenants().CreateItem(context.Background(), slug, it, 0); err != nil {
 		t.Fatal(err)
 	}
 	return it
@@ -75,13 +75,14 @@ func TestWebhookSecretsAreSealedAtRest(t *testing.T) {
 	for _, d := range platformtest.Dialects() {
 		t.Run(d.Name, func(t *testing.T) {
 			ctx := context.Background()
-			st := acmeStore(t, d.New(t), true)
+			url := d.New(t)
+			st := acmeStore(t, url, true)
 			const first = "whsec_first-secret-0123456789"
 			it := addTool(t, st, "acme", "order", first)
 			if *it.WebhookSecret != first {
 				t.Fatalf("the caller's item changed: %q", *it.WebhookSecret)
 			}
-			raw := storedSecret(t, st, it.ID)
+			raw := storedSecret(t, url, it.ID)
 			if !store.Sealed(raw) || strings.Contains(raw, first) {
 				t.Fatalf("stored after create: %q", raw)
 			}
@@ -90,7 +91,7 @@ func TestWebhookSecretsAreSealedAtRest(t *testing.T) {
 			}
 
 			// An update that leaves the secret alone keeps it readable.
-			if _, err := st.UpdateItem(ctx, "acme", "tool", "order", 0, func(it *store.Item) error { it.Spec = `{"name":"order","x":1}`; return nil }); err != nil {
+			if _, err := st.Tenants().UpdateItem(ctx, "acme", "tool", "order", 0, func(it *store.Item) error { it.Spec = `{"name":"order","x":1}`; return nil }); err != nil {
 				t.Fatal(err)
 			}
 			if got := secretOf(t, st, "acme", "order"); got != first {
@@ -98,10 +99,10 @@ func TestWebhookSecretsAreSealedAtRest(t *testing.T) {
 			}
 			// A rotated secret is sealed too.
 			const second = "whsec_second-secret-9876543210"
-			if _, err := st.UpdateItem(ctx, "acme", "tool", "order", 0, func(it *store.Item) error { s := second; it.WebhookSecret = &s; return nil }); err != nil {
+			if _, err := st.Tenants().UpdateItem(ctx, "acme", "tool", "order", 0, func(it *store.Item) error { s := second; it.WebhookSecret = &s; return nil }); err != nil {
 				t.Fatal(err)
 			}
-			if raw := storedSecret(t, st, it.ID); !store.Sealed(raw) || strings.Contains(raw, second) {
+			if raw := storedSecret(t, url, it.ID); !store.Sealed(raw) || strings.Contains(raw, second) {
 				t.Fatalf("stored after rotation: %q", raw)
 			}
 			if got := secretOf(t, st, "acme", "order"); got != second {
@@ -126,20 +127,20 @@ func secretsWrittenBeforeAKey(t *testing.T, url string) {
 	st := acmeStore(t, url, false)
 	const secret = "whsec_legacy-plaintext-secret"
 	it := addTool(t, st, "acme", "order", secret)
-	if raw := storedSecret(t, st, it.ID); raw != secret {
+	if raw := storedSecret(t, url, it.ID); raw != secret {
 		t.Fatalf("without a key the secret is stored as is: %q", raw)
 	}
 
 	old, _ := store.NewSecretBox(key(1))
 	st.SealSecretsWith(old)
-	if r, err := st.SealStoredSecrets(ctx); err != nil || r.Resealed != 1 || r.Unreadable != 0 {
+	if r, err := st.Tenants().SealStoredSecrets(ctx); err != nil || r.Resealed != 1 || r.Unreadable != 0 {
 		t.Fatalf("sealing the legacy secret: %+v %v", r, err)
 	}
-	sealedOld := storedSecret(t, st, it.ID)
+	sealedOld := storedSecret(t, url, it.ID)
 	if !store.Sealed(sealedOld) || secretOf(t, st, "acme", "order") != secret {
 		t.Fatalf("after sealing: %q", sealedOld)
 	}
-	if r, _ := st.SealStoredSecrets(ctx); r.Resealed != 0 {
+	if r, _ := st.Tenants().SealStoredSecrets(ctx); r.Resealed != 0 {
 		t.Fatalf("a second pass resealed %d", r.Resealed)
 	}
 
@@ -148,7 +149,7 @@ func secretsWrittenBeforeAKey(t *testing.T, url string) {
 	if got := secretOf(t, st, "acme", "order"); got != secret {
 		t.Fatalf("the old key no longer opens: %q", got)
 	}
-	if r, err := st.SealStoredSecrets(ctx); err != nil || r.Resealed != 1 {
+	if r, err := st.Tenants().SealStoredSecrets(ctx); err != nil || r.Resealed != 1 {
 		t.Fatalf("resealing under the new key: %+v %v", r, err)
 	}
 	newOnly, _ := store.NewSecretBox(key(2))
@@ -159,11 +160,9 @@ func secretsWrittenBeforeAKey(t *testing.T, url string) {
 
 	// An update that read a value under the old key (a reseal came in
 	// between) writes it back under the new one.
-	if err := st.DB().Model(&store.Item{}).Where("id = ?", it.ID).UpdateColumn("webhook_secret", sealedOld).Error; err != nil {
-		t.Fatal(err)
-	}
+	platformtest.SQL(t, url).Exec(t, "UPDATE catalogue_items SET webhook_secret = ? WHERE id = ?", sealedOld, it.ID)
 	st.SealSecretsWith(rotated)
-	if _, err := st.UpdateItem(ctx, "acme", "tool", "order", 0, func(it *store.Item) error { it.Spec = `{"name":"order","y":2}`; return nil }); err != nil {
+	if _, err := st.Tenants().UpdateItem(ctx, "acme", "tool", "order", 0, func(it *store.Item) error { it.Spec = `{"name":"order","y":2}`; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	st.SealSecretsWith(newOnly)
@@ -176,13 +175,14 @@ func secretsWrittenBeforeAKey(t *testing.T, url string) {
 // so equal secrets do not show as equal values in the database.
 func TestSealingTheSameSecretTwiceDiffers(t *testing.T) {
 	ctx := context.Background()
-	st := acmeStore(t, platformtest.SQLiteURL(t), true)
+	url := platformtest.SQLiteURL(t)
+	st := acmeStore(t, url, true)
 	a := addTool(t, st, "acme", "alpha", "whsec_same")
-	first := storedSecret(t, st, a.ID)
-	if _, err := st.UpdateItem(ctx, "acme", "tool", "alpha", 0, func(it *store.Item) error { s := "whsec_same"; it.WebhookSecret = &s; return nil }); err != nil {
+	first := storedSecret(t, url, a.ID)
+	if _, err := st.Tenants().UpdateItem(ctx, "acme", "tool", "alpha", 0, func(it *store.Item) error { s := "whsec_same"; it.WebhookSecret = &s; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if second := storedSecret(t, st, a.ID); second == first {
+	if second := storedSecret(t, url, a.ID); second == first {
 		t.Fatalf("the same secret sealed twice for one item gave the same value %q", first)
 	}
 }
@@ -193,13 +193,14 @@ func TestSealingTheSameSecretTwiceDiffers(t *testing.T) {
 // an error naming the item and never the value.
 func TestASecretThatCannotBeOpenedFailsTheLoadWithoutShowingIt(t *testing.T) {
 	ctx := context.Background()
-	st := acmeStore(t, platformtest.SQLiteURL(t), true)
+	url := platformtest.SQLiteURL(t)
+	st := acmeStore(t, url, true)
 	a := addTool(t, st, "acme", "alpha", "whsec_alpha")
 	b := addTool(t, st, "acme", "beta", "whsec_beta")
 
 	check := func(what string) {
 		t.Helper()
-		_, err := st.LoadCatalogue(ctx, "acme")
+		_, err := st.Tenants().LoadCatalogue(ctx, "acme")
 		if !errors.Is(err, store.ErrSecretUnreadable) {
 			t.Fatalf("%s: %v", what, err)
 		}
@@ -210,7 +211,7 @@ func TestASecretThatCannotBeOpenedFailsTheLoadWithoutShowingIt(t *testing.T) {
 	wrong, _ := store.NewSecretBox(key(9))
 	st.SealSecretsWith(wrong)
 	check("under another key")
-	if r, err := st.SealStoredSecrets(ctx); err != nil || r.Unreadable != 2 || r.Resealed != 0 {
+	if r, err := st.Tenants().SealStoredSecrets(ctx); err != nil || r.Unreadable != 2 || r.Resealed != 0 {
 		t.Fatalf("a reseal under another key: %+v %v", r, err)
 	}
 	st.SealSecretsWith(nil)
@@ -218,10 +219,8 @@ func TestASecretThatCannotBeOpenedFailsTheLoadWithoutShowingIt(t *testing.T) {
 
 	box, _ := store.NewSecretBox(key(1)) // acmeStore's key
 	st.SealSecretsWith(box)
-	moved := storedSecret(t, st, a.ID)
-	if err := st.DB().Model(&store.Item{}).Where("id = ?", b.ID).UpdateColumn("webhook_secret", moved).Error; err != nil {
-		t.Fatal(err)
-	}
+	moved := storedSecret(t, url, a.ID)
+	platformtest.SQL(t, url).Exec(t, "UPDATE catalogue_items SET webhook_secret = ? WHERE id = ?", moved, b.ID)
 	check("copied into another row")
 }
 

@@ -20,7 +20,7 @@ func (EndedSession) TableName() string { return "ended_sessions" }
 
 // EndSession records that session id is over (until expires, when its
 // cookie would stop working anyway); rows past their expiry go.
-func (s *Store) EndSession(ctx context.Context, id string, expires time.Time) error {
+func (s Credentials) EndSession(ctx context.Context, id string, expires time.Time) error {
 	now := time.Now().UTC()
 	db := s.db.WithContext(ctx)
 	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&EndedSession{ID: id, EndedAt: now, ExpiresAt: expires.UTC()}).Error; err != nil {
@@ -33,7 +33,7 @@ func (s *Store) EndSession(ctx context.Context, id string, expires time.Time) er
 }
 
 // SessionEnded reports whether session id was ended.
-func (s *Store) SessionEnded(ctx context.Context, id string) (bool, error) {
+func (s Credentials) SessionEnded(ctx context.Context, id string) (bool, error) {
 	var n int64
 	if err := s.db.WithContext(ctx).Model(&EndedSession{}).Where("id = ?", id).Count(&n).Error; err != nil {
 		return false, fmt.Errorf("read ended sessions: %w", err)

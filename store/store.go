@@ -22,32 +22,88 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/opsmcp/platform/migrations"
+	"github.com/opsmcp/platform/store/internal/sqldb"
+	"github.com/opsmcp/platform/store/record"
 )
 
 // Dialect names the database behind a Store.
-type Dialect string
+type Dialect = sqldb.Dialect
 
 // The supported dialects.
 const (
-	SQLite   Dialect = "sqlite"
-	Postgres Dialect = "postgres"
+	SQLite   = sqldb.SQLite
+	Postgres = sqldb.Postgres
 )
 
 // Errors callers branch on.
 var (
-	ErrNotFound        = errors.New("not found")
+	ErrNotFound        = sqldb.ErrNotFound
 	ErrConflict        = errors.New("already exists")
 	ErrVersionMismatch = errors.New("version mismatch")
 	ErrSlugRetired     = errors.New("slug belonged to a deleted tenant")
 )
 
-// Store is the platform's database.
+// Store is the platform's database. It opens, migrates and closes the
+// database; what is kept in it is reached through its parts, each named
+// for what it keeps (Tenants, Record, Legacy, KeyRings, Credentials,
+// Audit, Revocations), so a consumer declares the few methods it uses of
+// one part and no package outside store holds the connection.
 type Store struct {
+	*conn
+	record *record.Record
+}
+
+// conn is the connection every part of the store shares.
+type conn struct {
 	db      *gorm.DB
 	dialect Dialect
-	box     *SecretBox        // seals webhook secrets at rest; nil: plaintext
-	url     string            // the PostgreSQL URL, for listening connections
-	buffers chan *batchBuffer // the flow record's batch buffer, kept between writes
+	shared  *sqldb.Conn // the same connection as the record and listeners take it
+	box     *SecretBox  // seals webhook secrets at rest; nil: plaintext
+}
+
+// Tenants keeps tenants and their catalogues (tools, prompts, resources,
+// templates), their webhook secrets sealed at rest.
+func (s *Store) Tenants() Tenants { return Tenants{s.conn} }
+
+// Record keeps the fleet-wide flow record.
+func (s *Store) Record() *record.Record { return s.record }
+
+// Legacy keeps initialization-era sessions and the answers relayed
+// between replicas for their bridged flows.
+func (s *Store) Legacy() LegacySessions { return LegacySessions{s.conn} }
+
+// KeyRings keeps the local keys provider's sealed key rings.
+func (s *Store) KeyRings() KeyRings { return KeyRings{s.conn} }
+
+// Credentials keeps admin API tokens and ended admin sessions.
+func (s *Store) Credentials() Credentials { return Credentials{s.conn} }
+
+// Audit keeps the admin audit log.
+func (s *Store) Audit() Audit { return Audit{s.conn} }
+
+// Revocations keeps what sealed request state may no longer do: the
+// single-use states already consumed, and the flows an admin cancelled.
+func (s *Store) Revocations() Revocations { return Revocations{s.conn} }
+
+// The parts, each a view of the one connection.
+type (
+	Tenants        struct{ *conn }
+	LegacySessions struct{ *conn }
+	KeyRings       struct{ *conn }
+	Credentials    struct{ *conn }
+	Audit          struct{ *conn }
+	Revocations    struct{ *conn }
+)
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct{ plugins []gorm.Plugin }
+
+// WithPlugin installs a GORM plugin on the connection (the telemetry
+// package's spans of database calls).
+func WithPlugin(p gorm.Plugin) Option {
+	return func(o *options) { o.plugins = append(o.plugins, p) }
 }
 
 // DefaultURL is the embedded SQLite database used when none is configured.
@@ -56,7 +112,7 @@ const DefaultURL = "sqlite:data/platform.db"
 // Open connects to the database named by rawURL: postgres:// or
 // postgresql:// for PostgreSQL, sqlite:PATH (or a bare path) for SQLite.
 // It does not migrate; call Migrate.
-func Open(ctx context.Context, rawURL string) (*Store, error) {
+func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	if rawURL == "" {
 		rawURL = DefaultURL
 	}
@@ -96,13 +152,24 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 		q.Add("_txlock", "immediate")
 		dial, dialect = sqlite.Open(path+"?"+q.Encode()), SQLite
 	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	db, err := gorm.Open(dial, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open %s database: %w", dialect, err)
 	}
-	s := &Store{db: db, dialect: dialect, buffers: make(chan *batchBuffer, 1)}
+	shared := &sqldb.Conn{DB: db, Dialect: dialect}
 	if dialect == Postgres {
-		s.url = rawURL
+		shared.URL = rawURL
+	}
+	s := &Store{conn: &conn{db: db, dialect: dialect, shared: shared}, record: record.New(shared)}
+	for _, p := range o.plugins {
+		if err := db.Use(p); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("install %s: %w", p.Name(), err)
+		}
 	}
 	if err := s.Ping(ctx); err != nil {
 		s.Close()
@@ -123,9 +190,6 @@ func redactURL(raw string) string {
 
 // Dialect reports which database this store uses.
 func (s *Store) Dialect() Dialect { return s.dialect }
-
-// DB exposes the GORM handle for packages that own their own tables.
-func (s *Store) DB() *gorm.DB { return s.db }
 
 // Close releases the connection pool.
 func (s *Store) Close() error {

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
 // TestMigrationBindsExistingGrantsAndEntriesToTenantIDs: rows written
@@ -22,7 +22,8 @@ func TestMigrationBindsExistingGrantsAndEntriesToTenantIDs(t *testing.T) {
 		t.Run(d.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			st, err := store.Open(ctx, d.New(t))
+			url := d.New(t)
+			st, err := store.Open(ctx, url)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -30,14 +31,12 @@ func TestMigrationBindsExistingGrantsAndEntriesToTenantIDs(t *testing.T) {
 			if _, err := st.MigrateTo(ctx, 6); err != nil {
 				t.Fatal(err)
 			}
-			db := st.DB()
+			db := platformtest.SQL(t, url)
 			base := time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
 			at := func(min int) time.Time { return base.Add(time.Duration(min) * time.Minute) }
 			exec := func(sql string, args ...any) {
 				t.Helper()
-				if err := db.Exec(sql, args...).Error; err != nil {
-					t.Fatalf("%s: %v", sql, err)
-				}
+				db.Exec(t, sql, args...)
 			}
 			tenant := func(id, slug string, created time.Time) {
 				exec(`INSERT INTO tenants (id, slug, display_name, settings, version, catalogue_version, created_at, updated_at) VALUES (?, ?, ?, '{}', 1, 1, ?, ?)`, id, slug, slug, created, created)
@@ -71,7 +70,7 @@ func TestMigrationBindsExistingGrantsAndEntriesToTenantIDs(t *testing.T) {
 			}
 			want := map[string][]string{"tok_old": nil, "tok_new": {"tn_beta", "tn_new"}, "tok_suffix": {"tn_acme2"}, "tok_admin": nil}
 			for id, ids := range want {
-				tok, err := st.APITokenByHash(ctx, "hash-"+id)
+				tok, err := st.Credentials().APITokenByHash(ctx, "hash-"+id)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -79,7 +78,7 @@ func TestMigrationBindsExistingGrantsAndEntriesToTenantIDs(t *testing.T) {
 					t.Errorf("%s granted %v, want %v", id, tok.TenantIDs, ids)
 				}
 			}
-			entries, err := st.AuditLog(ctx, "", time.Time{}, 100)
+			entries, err := st.Audit().List(ctx, "", time.Time{}, 100)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,7 +94,7 @@ func TestMigrationBindsExistingGrantsAndEntriesToTenantIDs(t *testing.T) {
 					t.Errorf("%s attributed to %q, want %q", id, got[id], tenantID)
 				}
 			}
-			newAcme, err := st.AuditLog(ctx, "tn_new", time.Time{}, 100)
+			newAcme, err := st.Audit().List(ctx, "tn_new", time.Time{}, 100)
 			if err != nil || len(newAcme) != 1 || newAcme[0].ID != "au_new" {
 				t.Fatalf("the new acme's log: %+v %v", newAcme, err)
 			}
@@ -113,23 +112,23 @@ func TestDeletingATenantRevokesItsTokenGrants(t *testing.T) {
 			ctx := context.Background()
 			st := platformtest.Store(t, d.New(t))
 			old := &store.Tenant{Slug: "acme", DisplayName: "Old"}
-			if err := st.CreateTenant(ctx, old, false); err != nil {
+			if err := st.Tenants().Create(ctx, old, false); err != nil {
 				t.Fatal(err)
 			}
 			tok := &store.APIToken{Name: "t", Hash: "h", Role: "tenant-admin", Tenants: `["acme"]`, CreatedBy: "test", ExpiresAt: time.Now().Add(time.Hour)}
-			if err := st.CreateAPIToken(ctx, tok, []string{"acme"}); err != nil {
+			if err := st.Credentials().CreateAPIToken(ctx, tok, []string{"acme"}); err != nil {
 				t.Fatal(err)
 			}
 			if !slices.Equal(tok.TenantIDs, []string{old.ID}) {
 				t.Fatalf("granted %v", tok.TenantIDs)
 			}
-			if err := st.DeleteTenant(ctx, "acme", 0); err != nil {
+			if err := st.Tenants().Delete(ctx, "acme", 0); err != nil {
 				t.Fatal(err)
 			}
-			if err := st.CreateTenant(ctx, &store.Tenant{Slug: "acme", DisplayName: "New"}, true); err != nil {
+			if err := st.Tenants().Create(ctx, &store.Tenant{Slug: "acme", DisplayName: "New"}, true); err != nil {
 				t.Fatal(err)
 			}
-			got, err := st.APITokenByHash(ctx, "h")
+			got, err := st.Credentials().APITokenByHash(ctx, "h")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -66,10 +66,10 @@ func conflict(err error, what string) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// CreateTenant inserts t, assigning its id and versions. A slug that
+// Create inserts t, assigning its id and versions. A slug that
 // belonged to a deleted tenant is refused unless reuseRetired is set, so
 // no new tenant silently inherits an old one's clients.
-func (s *Store) CreateTenant(ctx context.Context, t *Tenant, reuseRetired bool) error {
+func (s Tenants) Create(ctx context.Context, t *Tenant, reuseRetired bool) error {
 	now := time.Now().UTC()
 	t.ID, t.Version, t.CatalogueVersion = newID("tn"), 1, 1
 	t.CreatedAt, t.UpdatedAt = now, now
@@ -96,8 +96,8 @@ func (s *Store) CreateTenant(ctx context.Context, t *Tenant, reuseRetired bool) 
 	})
 }
 
-// GetTenant returns the tenant with the given slug.
-func (s *Store) GetTenant(ctx context.Context, slug string) (*Tenant, error) {
+// Get returns the tenant with the given slug.
+func (s Tenants) Get(ctx context.Context, slug string) (*Tenant, error) {
 	var t Tenant
 	if err := s.db.WithContext(ctx).Where("slug = ?", slug).Take(&t).Error; err != nil {
 		return nil, notFound(err, fmt.Sprintf("tenant %q", slug))
@@ -105,9 +105,9 @@ func (s *Store) GetTenant(ctx context.Context, slug string) (*Tenant, error) {
 	return &t, nil
 }
 
-// TenantIDsBySlug maps each of slugs that a tenant holds now to that
+// IDsBySlug maps each of slugs that a tenant holds now to that
 // tenant's id; slugs no tenant holds are absent.
-func (s *Store) TenantIDsBySlug(ctx context.Context, slugs []string) (map[string]string, error) {
+func (s Tenants) IDsBySlug(ctx context.Context, slugs []string) (map[string]string, error) {
 	out := map[string]string{}
 	if len(slugs) == 0 {
 		return out, nil
@@ -122,9 +122,9 @@ func (s *Store) TenantIDsBySlug(ctx context.Context, slugs []string) (map[string
 	return out, nil
 }
 
-// TenantSlugsByID maps each of ids that is a tenant now to its slug;
+// SlugsByID maps each of ids that is a tenant now to its slug;
 // deleted tenants are absent.
-func (s *Store) TenantSlugsByID(ctx context.Context, ids []string) (map[string]string, error) {
+func (s Tenants) SlugsByID(ctx context.Context, ids []string) (map[string]string, error) {
 	out := map[string]string{}
 	if len(ids) == 0 {
 		return out, nil
@@ -139,9 +139,9 @@ func (s *Store) TenantSlugsByID(ctx context.Context, ids []string) (map[string]s
 	return out, nil
 }
 
-// ListTenants returns up to limit tenants ordered by slug, after the
+// List returns up to limit tenants ordered by slug, after the
 // given slug (exclusive) for cursor pagination.
-func (s *Store) ListTenants(ctx context.Context, after string, limit int) ([]Tenant, error) {
+func (s Tenants) List(ctx context.Context, after string, limit int) ([]Tenant, error) {
 	var out []Tenant
 	err := s.db.WithContext(ctx).Where("slug > ?", after).Order("slug").Limit(limit).Find(&out).Error
 	if err != nil {
@@ -150,9 +150,9 @@ func (s *Store) ListTenants(ctx context.Context, after string, limit int) ([]Ten
 	return out, nil
 }
 
-// UpdateTenant applies mutate to the tenant and saves it if its version
+// Update applies mutate to the tenant and saves it if its version
 // still equals ifVersion (0 skips the check). The version is bumped.
-func (s *Store) UpdateTenant(ctx context.Context, slug string, ifVersion int64, mutate func(*Tenant) error) (*Tenant, error) {
+func (s Tenants) Update(ctx context.Context, slug string, ifVersion int64, mutate func(*Tenant) error) (*Tenant, error) {
 	var t Tenant
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Where("slug = ?", slug).Take(&t).Error; err != nil {
@@ -199,8 +199,8 @@ func (s *Store) UpdateTenant(ctx context.Context, slug string, ifVersion int64, 
 	return &t, nil
 }
 
-// DeleteTenant removes a tenant and its catalogue and retires its slug.
-func (s *Store) DeleteTenant(ctx context.Context, slug string, ifVersion int64) error {
+// Delete removes a tenant and its catalogue and retires its slug.
+func (s Tenants) Delete(ctx context.Context, slug string, ifVersion int64) error {
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var t Tenant
 		if err := tx.Where("slug = ?", slug).Take(&t).Error; err != nil {
@@ -227,12 +227,12 @@ type TenantVersion struct {
 	CatalogueVersion int64
 }
 
-// TenantVersions lists every tenant's catalogue version in one query.
+// Versions lists every tenant's catalogue version in one query.
 // Every replica makes it each refresh interval, whatever its traffic, so
 // it scans rows itself: GORM's reflective scan added about 40% to the
 // read (BenchmarkTenantVersions on SQLite: 3.3 CPU-µs per tenant, 2.4
 // without), which every replica paid for every tenant every second.
-func (s *Store) TenantVersions(ctx context.Context) ([]TenantVersion, error) {
+func (s Tenants) Versions(ctx context.Context) ([]TenantVersion, error) {
 	rows, err := s.db.WithContext(ctx).Raw(`SELECT id, slug, catalogue_version FROM tenants`).Rows()
 	if err != nil {
 		return nil, fmt.Errorf("read tenant versions: %w", err)
@@ -252,9 +252,9 @@ func (s *Store) TenantVersions(ctx context.Context) ([]TenantVersion, error) {
 	return out, nil
 }
 
-// TenantSettings reads the stored settings document of the tenant with id
+// Settings reads the stored settings document of the tenant with id
 // tenantID (package tenant parses it).
-func (s *Store) TenantSettings(ctx context.Context, tenantID string) (string, error) {
+func (s Tenants) Settings(ctx context.Context, tenantID string) (string, error) {
 	var settings []string
 	err := s.db.WithContext(ctx).Model(&Tenant{}).Where("id = ?", tenantID).Pluck("settings", &settings).Error
 	if err != nil {

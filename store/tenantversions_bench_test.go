@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
 // BenchmarkTenantVersions is the read every replica makes each refresh
@@ -22,12 +22,12 @@ func BenchmarkTenantVersions(b *testing.B) {
 			for i := range cs {
 				cs[i].Tenant = store.Tenant{Slug: fmt.Sprintf("t%06d", i), DisplayName: "T"}
 			}
-			if err := st.CreateCatalogues(ctx, cs); err != nil {
+			if err := st.Tenants().CreateCatalogues(ctx, cs); err != nil {
 				b.Fatal(err)
 			}
 			cpu0 := platformtest.CPUTime()
 			for b.Loop() {
-				vs, err := st.TenantVersions(ctx)
+				vs, err := st.Tenants().Versions(ctx)
 				if err != nil || len(vs) != n {
 					b.Fatalf("%d versions, %v", len(vs), err)
 				}

@@ -55,7 +55,7 @@ func (e *UnknownSlugError) Unwrap() error { return ErrNotFound }
 // CreateAPIToken stores a token (its hash), assigns its id, and grants it
 // the tenants holding slugs now, resolved in the same transaction; a slug
 // no tenant holds is an *UnknownSlugError and nothing is stored.
-func (s *Store) CreateAPIToken(ctx context.Context, t *APIToken, slugs []string) error {
+func (s Credentials) CreateAPIToken(ctx context.Context, t *APIToken, slugs []string) error {
 	t.ID = newID("tok")
 	t.CreatedAt = time.Now().UTC()
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -87,7 +87,7 @@ func (s *Store) CreateAPIToken(ctx context.Context, t *APIToken, slugs []string)
 
 // APITokenByHash finds a live token (not revoked, not expired) with its
 // grants.
-func (s *Store) APITokenByHash(ctx context.Context, hash string) (*APIToken, error) {
+func (s Credentials) APITokenByHash(ctx context.Context, hash string) (*APIToken, error) {
 	var t APIToken
 	db := s.db.WithContext(ctx)
 	err := db.Where("hash = ? AND revoked_at IS NULL AND expires_at > ?", hash, time.Now().UTC()).Take(&t).Error
@@ -101,7 +101,7 @@ func (s *Store) APITokenByHash(ctx context.Context, hash string) (*APIToken, err
 }
 
 // ListAPITokens lists every token with its grants, newest first.
-func (s *Store) ListAPITokens(ctx context.Context) ([]APIToken, error) {
+func (s Credentials) ListAPITokens(ctx context.Context) ([]APIToken, error) {
 	var out []APIToken
 	db := s.db.WithContext(ctx)
 	if err := db.Order("created_at DESC").Find(&out).Error; err != nil {
@@ -122,7 +122,7 @@ func (s *Store) ListAPITokens(ctx context.Context) ([]APIToken, error) {
 }
 
 // RevokeAPIToken revokes a token at once.
-func (s *Store) RevokeAPIToken(ctx context.Context, id string) error {
+func (s Credentials) RevokeAPIToken(ctx context.Context, id string) error {
 	now := time.Now().UTC()
 	res := s.db.WithContext(ctx).Model(&APIToken{}).Where("id = ? AND revoked_at IS NULL", id).Update("revoked_at", now)
 	if res.Error != nil {

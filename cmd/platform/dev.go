@@ -18,9 +18,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/opsmcp/platform/config"
 	"github.com/opsmcp/platform/cmd/platform/internal/demo"
 	"github.com/opsmcp/platform/cmd/platform/internal/devissuer"
+	"github.com/opsmcp/platform/config"
 	"github.com/opsmcp/platform/server"
 )
 

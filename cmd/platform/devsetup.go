@@ -229,7 +229,7 @@ func (p *devPlatform) setUpKeys(ctx context.Context, a *adminCaller) error {
 // a real tenant keeps them from then, this one reads them back from the
 // store at each start.
 func (p *devPlatform) giveSecrets(ctx context.Context) error {
-	c, err := p.srv.Store().LoadCatalogue(ctx, demo.Slug)
+	c, err := p.srv.Store().Tenants().LoadCatalogue(ctx, demo.Slug)
 	if err != nil {
 		return err
 	}

@@ -24,10 +24,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/opsmcp/platform/config"
+	"github.com/opsmcp/platform/keys"
 	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/testkit/testwait"
 	"github.com/opsmcp/platform/testkit/vaulttest"
-	"github.com/opsmcp/platform/keys"
 )
 
 // The pages in docs/ are tested as a reader would use them:

@@ -164,7 +164,7 @@ func resealSecrets(args []string, stdout, stderr io.Writer) int {
 	}
 	defer st.Close()
 	st.SealSecretsWith(box)
-	r, err := st.SealStoredSecrets(ctx)
+	r, err := st.Tenants().SealStoredSecrets(ctx)
 	if err != nil {
 		fmt.Fprintln(stderr, "platform reseal-secrets:", err)
 		return 1

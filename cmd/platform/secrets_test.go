@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
 // TestResealSecrets: after a new key is put first, reseal-secrets moves
@@ -44,7 +44,7 @@ func TestResealSecrets(t *testing.T) {
 	defer st.Close()
 	box, _ := store.NewSecretBox(bytes.Repeat([]byte{42}, 32))
 	st.SealSecretsWith(box)
-	c, err := st.LoadCatalogue(t.Context(), "acme")
+	c, err := st.Tenants().LoadCatalogue(t.Context(), "acme")
 	if err != nil || *c.Items[0].WebhookSecret != secret {
 		t.Fatalf("under the new key alone: %v", err)
 	}

@@ -94,12 +94,14 @@ const AdminToken = "test-admin-token-0123456789abcdef"
 
 // Platform is one running replica.
 type Platform struct {
-	URL    string
-	Server *server.Server
-	Logs   *LogBuffer
-	cancel context.CancelFunc
-	done   chan error
-	served error // what Serve returned, once stopped
+	URL string
+	// DatabaseURL is the database it runs on (SQL reads it apart).
+	DatabaseURL string
+	Server      *server.Server
+	Logs        *LogBuffer
+	cancel      context.CancelFunc
+	done        chan error
+	served      error // what Serve returned, once stopped
 }
 
 // Option adjusts a test platform's configuration.
@@ -157,7 +159,7 @@ func Start(t testing.TB, dbURL string, opts ...Option) *Platform {
 		ln.Close()
 		t.Fatalf("start platform: %v", err)
 	}
-	p := &Platform{URL: "http://" + ln.Addr().String(), Server: srv, Logs: logs, cancel: cancel, done: make(chan error, 1)}
+	p := &Platform{URL: "http://" + ln.Addr().String(), DatabaseURL: cfg.DatabaseURL, Server: srv, Logs: logs, cancel: cancel, done: make(chan error, 1)}
 	go func() { p.done <- srv.Serve(ctx, ln) }()
 	t.Cleanup(p.Stop)
 	return p

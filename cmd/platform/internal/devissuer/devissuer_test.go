@@ -24,8 +24,8 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/opsmcp/platform/auth"
-	"github.com/opsmcp/platform/egress"
 	"github.com/opsmcp/platform/cmd/platform/internal/devissuer"
+	"github.com/opsmcp/platform/egress"
 )
 
 const (

@@ -24,8 +24,8 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/config"
-	"github.com/opsmcp/platform/testkit/conformance"
 	"github.com/opsmcp/platform/server"
+	"github.com/opsmcp/platform/testkit/conformance"
 )
 
 func main() {

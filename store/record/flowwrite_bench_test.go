@@ -1,4 +1,4 @@
-package store_test
+package record_test
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsmcp/platform/store/record"
 	"github.com/opsmcp/platform/testkit/platformtest"
-	"github.com/opsmcp/platform/store"
 )
 
 // BenchmarkWriteRounds is the flow recorder's write of one batch as the
@@ -23,10 +23,10 @@ func BenchmarkWriteRounds(b *testing.B) {
 	for _, d := range platformtest.Dialects() {
 		for _, size := range []int{512, 2048} {
 			b.Run(fmt.Sprintf("%s/batch=%d", d.Name, size), func(b *testing.B) {
-				st := acmeStore(b, d.New(b), false)
+				st := platformtest.Store(b, d.New(b)).Record()
 				next := 0
-				batch := func() []store.RoundWrite {
-					ws := make([]store.RoundWrite, 0, size)
+				batch := func() []record.RoundWrite {
+					ws := make([]record.RoundWrite, 0, size)
 					for len(ws)+3 <= size {
 						ws = append(ws, twoRoundFlow(fmt.Sprintf("fl_%016d", next), time.Now())...)
 						next++
@@ -51,27 +51,27 @@ func BenchmarkWriteRounds(b *testing.B) {
 }
 
 // twoRoundFlow is what the recorder writes for one two-round flow.
-func twoRoundFlow(id string, at time.Time) []store.RoundWrite {
+func twoRoundFlow(id string, at time.Time) []record.RoundWrite {
 	exp := at.Add(10 * time.Minute)
 	principal := json.RawMessage(`{"issuer":"https://id.example.com","subject":"user-4711","client":"desktop-app"}`)
 	client := json.RawMessage(`{"name":"claude-desktop","version":"1.4.2","era":"2026-07-28"}`)
 	asked := json.RawMessage(`[{"kind":"form","key":"environment","message":"Which environment should the deployment go to?","schema":{"type":"object","properties":{"environment":{"type":"string","enum":["staging","production"]}},"required":["environment"]}}]`)
 	webhook := json.RawMessage(`{"class":"ok","status":200,"durationUs":1830}`)
-	flow := store.Flow{ID: id, TenantID: "t1", TenantSlug: "acme", Method: "tools/call", Target: "deploy",
+	flow := record.Flow{ID: id, TenantID: "t1", TenantSlug: "acme", Method: "tools/call", Target: "deploy",
 		PrincipalIssuer: "https://id.example.com", PrincipalSubject: "user-4711", PrincipalClient: "desktop-app",
 		ClientName: "claude-desktop", ClientVersion: "1.4.2", Era: "2026-07-28", Replica: "platform-0",
 		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", StartedAt: at, UpdatedAt: at}
-	r1 := store.RoundWrite{Flow: flow, Round: store.FlowRound{N: 1, ArrivedAt: at, EndedAt: at, ServerUS: 120,
+	r1 := record.RoundWrite{Flow: flow, Round: record.Round{N: 1, ArrivedAt: at, EndedAt: at, ServerUS: 120,
 		ResultType: "input_required", KeyOut: "acme-3", StateExpiresAt: &exp, Asked: asked, Principal: principal,
 		Client: client, Replica: "platform-0", TraceID: flow.TraceID, SpanID: "00f067aa0ba902b7"}}
-	r1.Flow.State, r1.Flow.PendingKinds, r1.Flow.KeyID = store.FlowAwaitingInput, "form", "acme-3"
+	r1.Flow.State, r1.Flow.PendingKinds, r1.Flow.KeyID = record.AwaitingInput, "form", "acme-3"
 	r1.Flow.WaitingSince, r1.Flow.StateExpiresAt = &at, &exp
 	at2 := at.Add(40 * time.Millisecond)
-	running := store.RoundWrite{Flow: flow, Running: true, Round: store.FlowRound{N: 2}}
-	running.Flow.State, running.Flow.UpdatedAt = store.FlowRunning, at2
-	r2 := store.RoundWrite{Flow: flow, Round: store.FlowRound{N: 2, ArrivedAt: at2, EndedAt: at2, ServerUS: 310,
+	running := record.RoundWrite{Flow: flow, Running: true, Round: record.Round{N: 2}}
+	running.Flow.State, running.Flow.UpdatedAt = record.Running, at2
+	r2 := record.RoundWrite{Flow: flow, Round: record.Round{N: 2, ArrivedAt: at2, EndedAt: at2, ServerUS: 310,
 		ClientWaitUS: 40_000, ResultType: "complete", StateIn: "valid", KeyIn: "acme-3", Webhook: webhook,
 		Principal: principal, Client: client, Replica: "platform-0", TraceID: flow.TraceID, SpanID: "b7ad6b7169203331"}}
-	r2.Flow.State, r2.Flow.KeyID, r2.Flow.UpdatedAt = store.FlowCompleted, "acme-3", at2
-	return []store.RoundWrite{r1, running, r2}
+	r2.Flow.State, r2.Flow.KeyID, r2.Flow.UpdatedAt = record.Completed, "acme-3", at2
+	return []record.RoundWrite{r1, running, r2}
 }

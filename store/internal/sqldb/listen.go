@@ -1,4 +1,4 @@
-package store
+package sqldb
 
 import (
 	"context"
@@ -15,11 +15,11 @@ import (
 // while it was down are lost, so a listener also polls what it watches
 // (Listen only makes it prompt). On SQLite it returns nil: one node sees
 // its own writes.
-func (s *Store) Listen(ctx context.Context, channel string) (<-chan string, error) {
-	if s.dialect != Postgres {
+func (c *Conn) Listen(ctx context.Context, channel string) (<-chan string, error) {
+	if c.Dialect != Postgres {
 		return nil, nil
 	}
-	conn, err := s.listenConn(ctx, channel)
+	conn, err := c.listenConn(ctx, channel)
 	if err != nil {
 		return nil, err
 	}
@@ -34,7 +34,7 @@ func (s *Store) Listen(ctx context.Context, channel string) (<-chan string, erro
 					return
 				case <-time.After(backoff):
 				}
-				if conn, err = s.listenConn(ctx, channel); err != nil {
+				if conn, err = c.listenConn(ctx, channel); err != nil {
 					backoff = min(2*backoff, 5*time.Second)
 					continue
 				}
@@ -66,13 +66,13 @@ func (s *Store) Listen(ctx context.Context, channel string) (<-chan string, erro
 	return out, nil
 }
 
-func (s *Store) listenConn(ctx context.Context, channel string) (*pgx.Conn, error) {
-	if s.url == "" {
+func (c *Conn) listenConn(ctx context.Context, channel string) (*pgx.Conn, error) {
+	if c.URL == "" {
 		return nil, errors.New("listen: no PostgreSQL URL")
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(cctx, s.url)
+	conn, err := pgx.Connect(cctx, c.URL)
 	if err != nil {
 		return nil, fmt.Errorf("listen: connect: %w", err)
 	}
@@ -84,9 +84,9 @@ func (s *Store) listenConn(ctx context.Context, channel string) (*pgx.Conn, erro
 }
 
 // Notify sends a PostgreSQL notification on channel (nothing on SQLite).
-func (s *Store) Notify(ctx context.Context, channel, payload string) error {
-	if s.dialect != Postgres {
+func (c *Conn) Notify(ctx context.Context, channel, payload string) error {
+	if c.Dialect != Postgres {
 		return nil
 	}
-	return s.db.WithContext(ctx).Exec("SELECT pg_notify(?, ?)", channel, payload).Error
+	return c.DB.WithContext(ctx).Exec("SELECT pg_notify(?, ?)", channel, payload).Error
 }

@@ -1,9 +1,9 @@
-package store
+package record
 
 import "context"
 
 // RoundSeqs are the seqs of a flow's flow_rounds rows, in order.
-func (s *Store) RoundSeqs(ctx context.Context, flowID string) ([]int64, error) {
+func (s *Record) RoundSeqs(ctx context.Context, flowID string) ([]int64, error) {
 	var seqs []int64
 	err := s.db.WithContext(ctx).Raw("SELECT seq FROM flow_rounds WHERE flow_id = ? ORDER BY seq", flowID).Scan(&seqs).Error
 	return seqs, err

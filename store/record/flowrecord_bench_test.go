@@ -1,4 +1,4 @@
-package store_test
+package record_test
 
 import (
 	"context"
@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsmcp/platform/store/record"
 	"github.com/opsmcp/platform/testkit/platformtest"
-	"github.com/opsmcp/platform/store"
 )
 
 // BenchmarkListFlows is the flow list the admin UI asks for, over a
@@ -17,7 +17,8 @@ import (
 // seconds per run.
 func BenchmarkListFlows(b *testing.B) {
 	ctx := context.Background()
-	st := platformtest.Store(b, platformtest.PostgresSchemaURL(b))
+	url := platformtest.PostgresSchemaURL(b)
+	st := platformtest.Store(b, url).Record()
 	seed := []string{
 		`INSERT INTO flows (id, tenant_id, tenant_slug, method, target, principal_issuer, principal_subject, principal_client,
 			client_name, client_version, era, state, rounds, pending_kinds, key_id, replica, trace_id, detail, started_at,
@@ -35,28 +36,27 @@ func BenchmarkListFlows(b *testing.B) {
 		// index-only scans then need no visit to the table.
 		`VACUUM ANALYZE flows`, `VACUUM ANALYZE flow_rounds`,
 	}
+	db := platformtest.SQL(b, url)
 	for _, q := range seed {
-		if err := st.DB().WithContext(ctx).Exec(q).Error; err != nil {
-			b.Fatal(err)
-		}
+		db.Exec(b, q)
 	}
 	for _, tc := range []struct {
 		name string
-		f    store.FlowFilter
-		sort store.FlowSort
+		f    record.Filter
+		sort record.Sort
 	}{
-		{"all/updated", store.FlowFilter{}, store.SortUpdated},
-		{"in-flight/waiting", store.FlowFilter{States: []string{store.FlowAwaitingInput, store.FlowRunning}}, store.SortWaiting},
-		{"tenant/updated", store.FlowFilter{TenantIDs: []string{"tn_7"}}, store.SortUpdated},
-		{"tenant-in-flight", store.FlowFilter{TenantIDs: []string{"tn_7"}, States: []string{store.FlowAwaitingInput}}, store.SortUpdated},
-		{"waiting-over-1h", store.FlowFilter{WaitingLonger: time.Hour}, store.SortWaiting},
-		{"principal-in-flight", store.FlowFilter{Subject: "user42", States: []string{store.FlowAwaitingInput, store.FlowRunning}}, store.SortUpdated},
-		{"key-in-flight", store.FlowFilter{KeyID: "k1", States: []string{store.FlowAwaitingInput, store.FlowRunning}}, store.SortUpdated},
-		{"last-24h/updated", store.FlowFilter{Since: time.Now().Add(-24 * time.Hour)}, store.SortUpdated},
+		{"all/updated", record.Filter{}, record.SortUpdated},
+		{"in-flight/waiting", record.Filter{States: []string{record.AwaitingInput, record.Running}}, record.SortWaiting},
+		{"tenant/updated", record.Filter{TenantIDs: []string{"tn_7"}}, record.SortUpdated},
+		{"tenant-in-flight", record.Filter{TenantIDs: []string{"tn_7"}, States: []string{record.AwaitingInput}}, record.SortUpdated},
+		{"waiting-over-1h", record.Filter{WaitingLonger: time.Hour}, record.SortWaiting},
+		{"principal-in-flight", record.Filter{Subject: "user42", States: []string{record.AwaitingInput, record.Running}}, record.SortUpdated},
+		{"key-in-flight", record.Filter{KeyID: "k1", States: []string{record.AwaitingInput, record.Running}}, record.SortUpdated},
+		{"last-24h/updated", record.Filter{Since: time.Now().Add(-24 * time.Hour)}, record.SortUpdated},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
-				pg, err := st.ListFlows(ctx, tc.f, tc.sort, nil, 50)
+				pg, err := st.List(ctx, tc.f, tc.sort, nil, 50)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -67,7 +67,7 @@ func BenchmarkListFlows(b *testing.B) {
 		})
 		b.Run(tc.name+"/counts", func(b *testing.B) {
 			for b.Loop() {
-				if _, err := st.CountFlows(ctx, tc.f); err != nil {
+				if _, err := st.Count(ctx, tc.f); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -75,7 +75,7 @@ func BenchmarkListFlows(b *testing.B) {
 	}
 	b.Run("one-flow", func(b *testing.B) {
 		for b.Loop() {
-			if _, _, err := st.GetFlow(ctx, fmt.Sprintf("fl_%016d", 4242)); err != nil {
+			if _, _, err := st.Get(ctx, fmt.Sprintf("fl_%016d", 4242)); err != nil {
 				b.Fatal(err)
 			}
 		}

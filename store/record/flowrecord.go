@@ -1,4 +1,4 @@
-package store
+package record
 
 import (
 	"context"
@@ -8,22 +8,23 @@ import (
 	"slices"
 	"time"
 
+	"github.com/opsmcp/platform/store/internal/sqldb"
 	"gorm.io/gorm"
 )
 
 // Flow states, as the record derives them from a flow's rounds.
 const (
-	FlowAwaitingInput = "awaiting_input" // its last round asked the client for input; the state is still valid
-	FlowRunning       = "running"        // a round is calling the webhook
-	FlowCompleted     = "completed"      // its last round completed
-	FlowFailed        = "failed"         // its last round answered an error or a tool error
-	FlowCancelled     = "cancelled"      // an admin cancelled it
-	FlowExpired       = "expired"        // no retry came before its state expired
-	FlowRejected      = "rejected"       // its last round's state was refused
+	AwaitingInput = "awaiting_input" // its last round asked the client for input; the state is still valid
+	Running       = "running"        // a round is calling the webhook
+	Completed     = "completed"      // its last round completed
+	Failed        = "failed"         // its last round answered an error or a tool error
+	Cancelled     = "cancelled"      // an admin cancelled it
+	Expired       = "expired"        // no retry came before its state expired
+	Rejected      = "rejected"       // its last round's state was refused
 )
 
-// FlowStates lists every state, in the order the UI shows them.
-var FlowStates = []string{FlowAwaitingInput, FlowRunning, FlowCompleted, FlowFailed, FlowCancelled, FlowExpired, FlowRejected}
+// States lists every state, in the order the UI shows them.
+var States = []string{AwaitingInput, Running, Completed, Failed, Cancelled, Expired, Rejected}
 
 // Flow is a flow's latest state in the record.
 type Flow struct {
@@ -66,10 +67,10 @@ type Flow struct {
 // TableName is the flows table.
 func (Flow) TableName() string { return "flows" }
 
-// FlowRound is one recorded round of a flow. Asked, Answers, Webhook,
+// Round is one recorded round of a flow. Asked, Answers, Webhook,
 // Principal and Client are JSON documents the recorder writes and the API
 // passes through.
-type FlowRound struct {
+type Round struct {
 	N              int             `json:"n"`
 	ArrivedAt      time.Time       `json:"arrivedAt"`
 	EndedAt        time.Time       `json:"endedAt"`
@@ -101,9 +102,9 @@ type flowRounds struct {
 
 func (flowRounds) TableName() string { return "flow_rounds" }
 
-// FlowChange is one change to a flow as a watcher of the record receives
+// Change is one change to a flow as a watcher of the record receives
 // it.
-type FlowChange struct {
+type Change struct {
 	// ID is the change's seq: a stream resumes after the last ID it saw.
 	ID       int64
 	TenantID string
@@ -117,7 +118,7 @@ type FlowChange struct {
 // RoundWrite is one round to record: the round and what it says of its
 // flow.
 type RoundWrite struct {
-	Round FlowRound
+	Round Round
 	// Flow is the flow as this round leaves it; only the fields a round
 	// knows are read (not Rounds, ServerUS, ClientWaitUS, Seq, nor
 	// cancellation: the write derives or keeps those).
@@ -136,8 +137,8 @@ const flowSeqLock = 0x6f70736d63700001
 const lastSeqQuery = "SELECT COALESCE(MAX(seq), 0) FROM flows"
 
 // lockSeq takes the numbering lock and returns the next seq.
-func (s *Store) lockSeq(tx *gorm.DB) (int64, error) {
-	if s.dialect == Postgres {
+func (s *Record) lockSeq(tx *gorm.DB) (int64, error) {
+	if s.dialect == sqldb.Postgres {
 		if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", int64(flowSeqLock)).Error; err != nil {
 			return 0, fmt.Errorf("lock flow changes: %w", err)
 		}
@@ -185,7 +186,7 @@ type batchBuffer struct {
 
 // takeBuffer takes the store's batch buffer, or a new one while another
 // write holds it.
-func (s *Store) takeBuffer() *batchBuffer {
+func (s *Record) takeBuffer() *batchBuffer {
 	select {
 	case bb := <-s.buffers:
 		return bb
@@ -196,7 +197,7 @@ func (s *Store) takeBuffer() *batchBuffer {
 
 // giveBuffer gives bb back to s, unless a batch of huge questions grew it
 // past what is worth keeping.
-func (s *Store) giveBuffer(bb *batchBuffer) {
+func (s *Record) giveBuffer(bb *batchBuffer) {
 	if cap(bb.buf)+cap(bb.history) > 16<<20 {
 		return
 	}
@@ -206,8 +207,8 @@ func (s *Store) giveBuffer(bb *batchBuffer) {
 	}
 }
 
-// FlowFilter selects flows. Zero fields select everything.
-type FlowFilter struct {
+// Filter selects flows. Zero fields select everything.
+type Filter struct {
 	// TenantIDs limits the flows to these tenants; nil means every
 	// tenant, an empty non-nil slice none.
 	TenantIDs []string
@@ -229,34 +230,34 @@ type FlowFilter struct {
 	IDs []string
 }
 
-// FlowSort orders a flow listing.
-type FlowSort string
+// Sort orders a flow listing.
+type Sort string
 
 // Flow listing orders.
 const (
-	SortUpdated FlowSort = "updated" // most recently changed first (default)
-	SortStarted FlowSort = "started" // most recently started first
-	SortWaiting FlowSort = "waiting" // longest waiting first
-	SortRounds  FlowSort = "rounds"  // most rounds first
+	SortUpdated Sort = "updated" // most recently changed first (default)
+	SortStarted Sort = "started" // most recently started first
+	SortWaiting Sort = "waiting" // longest waiting first
+	SortRounds  Sort = "rounds"  // most rounds first
 )
 
-// FlowPage is one page of a listing.
-type FlowPage struct {
+// Page is one page of a listing.
+type Page struct {
 	Flows []Flow
 	// Next is the position after the last flow, for the next page; empty
 	// at the end.
-	Next *FlowCursor
+	Next *Cursor
 }
 
-// FlowCursor is a position in a listing: the sort key of the last flow
+// Cursor is a position in a listing: the sort key of the last flow
 // seen and its id.
-type FlowCursor struct {
+type Cursor struct {
 	Time   time.Time
 	Rounds int
 	ID     string
 }
 
-func (f FlowFilter) apply(db *gorm.DB, now time.Time) *gorm.DB {
+func (f Filter) apply(db *gorm.DB, now time.Time) *gorm.DB {
 	if f.TenantIDs != nil {
 		if len(f.TenantIDs) == 0 {
 			return db.Where("1 = 0")
@@ -285,7 +286,7 @@ func (f FlowFilter) apply(db *gorm.DB, now time.Time) *gorm.DB {
 		db = db.Where("key_id = ?", f.KeyID)
 	}
 	if f.WaitingLonger > 0 {
-		db = db.Where("state = ? AND waiting_since < ?", FlowAwaitingInput, now.Add(-f.WaitingLonger).UTC())
+		db = db.Where("state = ? AND waiting_since < ?", AwaitingInput, now.Add(-f.WaitingLonger).UTC())
 	}
 	if f.MinRounds > 0 {
 		db = db.Where("rounds >= ?", f.MinRounds)
@@ -304,7 +305,7 @@ func (f FlowFilter) apply(db *gorm.DB, now time.Time) *gorm.DB {
 
 // ListFlows returns one page of the flows f selects, in order sort, after
 // cursor (nil: from the start).
-func (s *Store) ListFlows(ctx context.Context, f FlowFilter, sort FlowSort, after *FlowCursor, limit int) (*FlowPage, error) {
+func (s *Record) List(ctx context.Context, f Filter, sort Sort, after *Cursor, limit int) (*Page, error) {
 	db := f.apply(s.db.WithContext(ctx).Model(&Flow{}), time.Now())
 	col, desc := "updated_at", true
 	switch sort {
@@ -335,11 +336,11 @@ func (s *Store) ListFlows(ctx context.Context, f FlowFilter, sort FlowSort, afte
 	if err := db.Order(col + dir).Order("id" + dir).Limit(limit + 1).Find(&out).Error; err != nil {
 		return nil, fmt.Errorf("list flows: %w", err)
 	}
-	page := &FlowPage{Flows: out}
+	page := &Page{Flows: out}
 	if len(out) > limit {
 		page.Flows = out[:limit]
 		last := out[limit-1]
-		c := &FlowCursor{ID: last.ID, Rounds: last.Rounds}
+		c := &Cursor{ID: last.ID, Rounds: last.Rounds}
 		switch sort {
 		case SortStarted:
 			c.Time = last.StartedAt
@@ -356,7 +357,7 @@ func (s *Store) ListFlows(ctx context.Context, f FlowFilter, sort FlowSort, afte
 }
 
 // CountFlows counts the flows f selects, by state.
-func (s *Store) CountFlows(ctx context.Context, f FlowFilter) (map[string]int64, error) {
+func (s *Record) Count(ctx context.Context, f Filter) (map[string]int64, error) {
 	f.States = nil
 	var rows []struct {
 		State string
@@ -366,8 +367,8 @@ func (s *Store) CountFlows(ctx context.Context, f FlowFilter) (map[string]int64,
 	if err := db.Select("state, COUNT(*) AS n").Group("state").Scan(&rows).Error; err != nil {
 		return nil, fmt.Errorf("count flows: %w", err)
 	}
-	out := make(map[string]int64, len(FlowStates))
-	for _, st := range FlowStates {
+	out := make(map[string]int64, len(States))
+	for _, st := range States {
 		out[st] = 0
 	}
 	for _, r := range rows {
@@ -377,7 +378,7 @@ func (s *Store) CountFlows(ctx context.Context, f FlowFilter) (map[string]int64,
 }
 
 // FlowIDs returns the ids of up to limit flows f selects.
-func (s *Store) FlowIDs(ctx context.Context, f FlowFilter, limit int) ([]Flow, error) {
+func (s *Record) IDs(ctx context.Context, f Filter, limit int) ([]Flow, error) {
 	var out []Flow
 	db := f.apply(s.db.WithContext(ctx).Model(&Flow{}), time.Now())
 	if err := db.Select("id, tenant_id, tenant_slug, state").Order("id").Limit(limit).Find(&out).Error; err != nil {
@@ -388,12 +389,12 @@ func (s *Store) FlowIDs(ctx context.Context, f FlowFilter, limit int) ([]Flow, e
 
 // GetFlow returns a flow and its rounds in order; ErrNotFound when the
 // record does not know it.
-func (s *Store) GetFlow(ctx context.Context, flowID string) (*Flow, []FlowRound, error) {
+func (s *Record) Get(ctx context.Context, flowID string) (*Flow, []Round, error) {
 	var f Flow
 	db := s.db.WithContext(ctx)
 	err := db.Where("id = ?", flowID).Take(&f).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, nil, ErrNotFound
+		return nil, nil, sqldb.ErrNotFound
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("read flow: %w", err)
@@ -402,9 +403,9 @@ func (s *Store) GetFlow(ctx context.Context, flowID string) (*Flow, []FlowRound,
 	if err := db.Where("flow_id = ?", flowID).Order("seq").Find(&batches).Error; err != nil {
 		return nil, nil, fmt.Errorf("read flow rounds: %w", err)
 	}
-	var rounds []FlowRound
+	var rounds []Round
 	for _, b := range batches {
-		var rs []FlowRound
+		var rs []Round
 		if err := json.Unmarshal([]byte(b.Rounds), &rs); err != nil {
 			return nil, nil, fmt.Errorf("read flow rounds: %w", err)
 		}
@@ -412,14 +413,14 @@ func (s *Store) GetFlow(ctx context.Context, flowID string) (*Flow, []FlowRound,
 	}
 	// In round order; rounds of one number (a retried round, a refused
 	// replay) in the order they were written.
-	slices.SortStableFunc(rounds, func(a, b FlowRound) int { return a.N - b.N })
+	slices.SortStableFunc(rounds, func(a, b Round) int { return a.N - b.N })
 	return &f, rounds, nil
 }
 
 // restate moves flows in states from to state to, each as a change of its
 // own, and returns the changes. set are the other columns to write.
-func (s *Store) restate(ctx context.Context, ids []string, from []string, expiredBefore *time.Time, set map[string]any) ([]FlowChange, error) {
-	var changes []FlowChange
+func (s *Record) restate(ctx context.Context, ids []string, from []string, expiredBefore *time.Time, set map[string]any) ([]Change, error) {
+	var changes []Change
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		next, err := s.lockSeq(tx)
 		if err != nil {
@@ -445,7 +446,7 @@ func (s *Store) restate(ctx context.Context, ids []string, from []string, expire
 			if err := tx.Model(&Flow{}).Where("id = ?", f.ID).Updates(cols).Error; err != nil {
 				return fmt.Errorf("update flow: %w", err)
 			}
-			changes = append(changes, FlowChange{ID: next, TenantID: f.TenantID})
+			changes = append(changes, Change{ID: next, TenantID: f.TenantID})
 			next++
 		}
 		return nil
@@ -459,12 +460,12 @@ func (s *Store) restate(ctx context.Context, ids []string, from []string, expire
 // CancelFlows marks flows cancelled, with a reason and who did it, and
 // returns the changes; flows no longer awaiting input or running are left
 // as they are.
-func (s *Store) CancelFlows(ctx context.Context, ids []string, reason, by string) ([]FlowChange, error) {
+func (s *Record) Cancel(ctx context.Context, ids []string, reason, by string) ([]Change, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	ch, err := s.restate(ctx, ids, []string{FlowAwaitingInput, FlowRunning}, nil, map[string]any{
-		"state": FlowCancelled, "cancel_reason": reason, "cancelled_by": by, "pending_kinds": "", "waiting_since": nil,
+	ch, err := s.restate(ctx, ids, []string{AwaitingInput, Running}, nil, map[string]any{
+		"state": Cancelled, "cancel_reason": reason, "cancelled_by": by, "pending_kinds": "", "waiting_since": nil,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cancel flows: %w", err)
@@ -474,9 +475,9 @@ func (s *Store) CancelFlows(ctx context.Context, ids []string, reason, by string
 
 // ExpireFlows marks flows whose state expired while they waited for
 // input, and returns the changes.
-func (s *Store) ExpireFlows(ctx context.Context, now time.Time) ([]FlowChange, error) {
-	ch, err := s.restate(ctx, nil, []string{FlowAwaitingInput}, &now, map[string]any{
-		"state": FlowExpired, "pending_kinds": "", "waiting_since": nil,
+func (s *Record) Expire(ctx context.Context, now time.Time) ([]Change, error) {
+	ch, err := s.restate(ctx, nil, []string{AwaitingInput}, &now, map[string]any{
+		"state": Expired, "pending_kinds": "", "waiting_since": nil,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("expire flows: %w", err)
@@ -486,7 +487,7 @@ func (s *Store) ExpireFlows(ctx context.Context, now time.Time) ([]FlowChange, e
 
 // FlowsChangedAfter returns up to limit flows whose latest change came
 // after seq, in the order of their changes.
-func (s *Store) FlowsChangedAfter(ctx context.Context, seq int64, limit int) ([]Flow, error) {
+func (s *Record) ChangedAfter(ctx context.Context, seq int64, limit int) ([]Flow, error) {
 	var out []Flow
 	if err := s.db.WithContext(ctx).Where("seq > ?", seq).Order("seq").Limit(limit).Find(&out).Error; err != nil {
 		return nil, fmt.Errorf("read flow changes: %w", err)
@@ -495,7 +496,7 @@ func (s *Store) FlowsChangedAfter(ctx context.Context, seq int64, limit int) ([]
 }
 
 // LastFlowChange is the seq of the newest change, 0 when there is none.
-func (s *Store) LastFlowChange(ctx context.Context) (int64, error) {
+func (s *Record) LastChange(ctx context.Context) (int64, error) {
 	var last int64
 	if err := s.db.WithContext(ctx).Raw(lastSeqQuery).Scan(&last).Error; err != nil {
 		return 0, fmt.Errorf("read last flow change: %w", err)
@@ -505,7 +506,7 @@ func (s *Store) LastFlowChange(ctx context.Context) (int64, error) {
 
 // PruneFlows deletes flows unchanged since before, and their rounds; it
 // reports how many flows went.
-func (s *Store) PruneFlows(ctx context.Context, before time.Time) (int64, error) {
+func (s *Record) Prune(ctx context.Context, before time.Time) (int64, error) {
 	var n int64
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		old := tx.Model(&Flow{}).Select("id").Where("updated_at < ?", before.UTC())
@@ -522,14 +523,14 @@ func (s *Store) PruneFlows(ctx context.Context, before time.Time) (int64, error)
 	return n, nil
 }
 
-// ListenFlows returns a channel that receives a value whenever another
+// Listen returns a channel that receives a value whenever another
 // replica commits flow changes (PostgreSQL LISTEN/NOTIFY), until ctx ends;
 // nil on SQLite, whose single node sees its own writes.
-func (s *Store) ListenFlows(ctx context.Context) (<-chan struct{}, error) {
-	if s.dialect != Postgres {
+func (s *Record) Listen(ctx context.Context) (<-chan struct{}, error) {
+	if s.dialect != sqldb.Postgres {
 		return nil, nil
 	}
-	payloads, err := s.Listen(ctx, flowChannel)
+	payloads, err := s.conn.Listen(ctx, flowChannel)
 	if err != nil {
 		return nil, err
 	}
@@ -546,9 +547,9 @@ func (s *Store) ListenFlows(ctx context.Context) (<-chan struct{}, error) {
 	return out, nil
 }
 
-// NotifyFlows tells listening replicas that flow changes were committed.
-func (s *Store) NotifyFlows(ctx context.Context) error {
-	return s.Notify(ctx, flowChannel, "")
+// Notify tells listening replicas that flow changes were committed.
+func (s *Record) Notify(ctx context.Context) error {
+	return s.conn.Notify(ctx, flowChannel, "")
 }
 
 // flowChannel is the notification channel of flow changes.
@@ -556,13 +557,13 @@ const flowChannel = "opsmcp_flow_changes"
 
 // CountAwaiting counts flows awaiting input whose state has not expired,
 // by tenant slug.
-func (s *Store) CountAwaiting(ctx context.Context) (map[string]int64, error) {
+func (s *Record) CountAwaiting(ctx context.Context) (map[string]int64, error) {
 	var rows []struct {
 		TenantSlug string
 		N          int64
 	}
 	err := s.db.WithContext(ctx).Model(&Flow{}).Select("tenant_slug, COUNT(*) AS n").
-		Where("state = ? AND (state_expires_at IS NULL OR state_expires_at > ?)", FlowAwaitingInput, time.Now().UTC()).
+		Where("state = ? AND (state_expires_at IS NULL OR state_expires_at > ?)", AwaitingInput, time.Now().UTC()).
 		Group("tenant_slug").Scan(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("count flows awaiting input: %w", err)
@@ -575,7 +576,7 @@ func (s *Store) CountAwaiting(ctx context.Context) (map[string]int64, error) {
 }
 
 // FlowCountsByTenant counts flows by tenant id and state.
-func (s *Store) FlowCountsByTenant(ctx context.Context) (map[string]map[string]int64, error) {
+func (s *Record) CountsByTenant(ctx context.Context) (map[string]map[string]int64, error) {
 	var rows []struct {
 		TenantID string
 		State    string
@@ -592,4 +593,13 @@ func (s *Store) FlowCountsByTenant(ctx context.Context) (map[string]map[string]i
 		out[r.TenantID][r.State] = r.N
 	}
 	return out, nil
+}
+
+// Ping checks that the record's database answers.
+func (s *Record) Ping(ctx context.Context) error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return fmt.Errorf("database handle: %w", err)
+	}
+	return sqlDB.PingContext(ctx)
 }

@@ -1,4 +1,4 @@
-package store
+package record
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/opsmcp/platform/internal/jsontext"
+	"github.com/opsmcp/platform/store/internal/sqldb"
 )
 
 // The flow record is written in two steps. A replica encodes each round
@@ -184,12 +185,12 @@ func storable(s string) bool {
 // WriteRounds records a batch of rounds (see WriteEncodedRounds); the
 // recorder encodes each round as it gets it, this is for callers that
 // have a batch at once.
-func (s *Store) WriteRounds(ctx context.Context, writes []RoundWrite) (int, error) {
+func (s *Record) WriteRounds(ctx context.Context, writes []RoundWrite) (int, error) {
 	recs := make([][]byte, len(writes))
 	for i := range writes {
 		recs[i] = EncodeRound(nil, &writes[i])
 	}
-	return s.WriteEncodedRounds(ctx, recs)
+	return s.WriteEncoded(ctx, recs)
 }
 
 // WriteEncodedRounds records a batch of rounds, each encoded by
@@ -200,7 +201,7 @@ func (s *Store) WriteRounds(ctx context.Context, writes []RoundWrite) (int, erro
 // first (see batchMerge). A round older than the row's latest (written
 // late by another replica) adds its round and its times but does not
 // move the state back, and a cancelled flow stays cancelled.
-func (s *Store) WriteEncodedRounds(ctx context.Context, recs [][]byte) (int, error) {
+func (s *Record) WriteEncoded(ctx context.Context, recs [][]byte) (int, error) {
 	if len(recs) == 0 {
 		return 0, nil
 	}
@@ -211,7 +212,7 @@ func (s *Store) WriteEncodedRounds(ctx context.Context, recs [][]byte) (int, err
 	}
 	var n int
 	var err error
-	if s.dialect == Postgres {
+	if s.dialect == sqldb.Postgres {
 		n, err = s.writeBatchPostgres(ctx, recs, bb)
 	} else {
 		n, err = s.writeBatchSQLite(ctx, recs, bb)
@@ -225,7 +226,7 @@ func (s *Store) WriteEncodedRounds(ctx context.Context, recs [][]byte) (int, err
 }
 
 // writeBatchSQLite is WriteEncodedRounds on SQLite.
-func (s *Store) writeBatchSQLite(ctx context.Context, recs [][]byte, bb *batchBuffer) (int, error) {
+func (s *Record) writeBatchSQLite(ctx context.Context, recs [][]byte, bb *batchBuffer) (int, error) {
 	var changed int
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		next, err := s.lockSeq(tx)
@@ -235,7 +236,7 @@ func (s *Store) writeBatchSQLite(ctx context.Context, recs [][]byte, bb *batchBu
 		// Text, not bytes: SQLite's JSON functions read a blob as its
 		// own binary JSON. A batch of huge questions goes in several
 		// pairs of statements, none much over maxBatchDocument.
-		stmts := batchStatements[SQLite]
+		stmts := batchStatements[sqldb.SQLite]
 		for start := 0; start < len(bb.merge.flows); {
 			rows := &jsonRows{b: bb.buf[:0], h: bb.history[:0]}
 			n := bb.merge.rows(rows, recs, start, maxBatchDocument)
@@ -262,7 +263,7 @@ func (s *Store) writeBatchSQLite(ctx context.Context, recs [][]byte, bb *batchBu
 // the merged rows go by binary COPY, in one stream assembled in the
 // store's kept buffer, before the numbering lock is taken (so replicas
 // hold it only while the database upserts).
-func (s *Store) writeBatchPostgres(ctx context.Context, recs [][]byte, bb *batchBuffer) (int, error) {
+func (s *Record) writeBatchPostgres(ctx context.Context, recs [][]byte, bb *batchBuffer) (int, error) {
 	sqlDB, err := s.db.DB()
 	if err != nil {
 		return 0, err
@@ -275,7 +276,7 @@ func (s *Store) writeBatchPostgres(ctx context.Context, recs [][]byte, bb *batch
 	rows := &copyRows{b: bb.buf[:0]}
 	bb.merge.rows(rows, recs, 0, math.MaxInt)
 	bb.buf = rows.end()
-	stmts := batchStatements[Postgres]
+	stmts := batchStatements[sqldb.Postgres]
 	var changed int
 	err = conn.Raw(func(dc any) error {
 		pc, ok := dc.(*stdlib.Conn)
@@ -697,10 +698,10 @@ var maxBatchDocument = 32 << 20
 // directly (the same parameter, then the document).
 type batchSQL struct{ create, fill, flows, rounds string }
 
-var batchStatements = map[Dialect]batchSQL{SQLite: newBatchSQL(SQLite), Postgres: newBatchSQL(Postgres)}
+var batchStatements = map[sqldb.Dialect]batchSQL{sqldb.SQLite: newBatchSQL(sqldb.SQLite), sqldb.Postgres: newBatchSQL(sqldb.Postgres)}
 
 // newBatchSQL builds d's statements.
-func newBatchSQL(d Dialect) batchSQL {
+func newBatchSQL(d sqldb.Dialect) batchSQL {
 	// A flow's columns are the batch's first ones, by name.
 	var flow []string
 	for _, c := range batchColumns[:vRound] {
@@ -731,7 +732,7 @@ func newBatchSQL(d Dialect) batchSQL {
 		b.WriteString(seq)
 		return b.String()
 	}
-	if d == SQLite {
+	if d == sqldb.SQLite {
 		col := func(i int) string { return fmt.Sprintf("b.value->>'$[%d]'", i) }
 		return batchSQL{
 			// "WHERE true" tells SQLite's parser the ON that follows

@@ -1,4 +1,4 @@
-package store
+package record
 
 import (
 	"bytes"
@@ -10,11 +10,11 @@ import (
 )
 
 // appendJSON encodes r as flow_rounds keeps it, one object of a flow's
-// array of rounds (FlowRound's json tags read it back). It is written by
+// array of rounds (Round's json tags read it back). It is written by
 // hand: every round of every flow is encoded, and encoding/json
 // re-validates each embedded JSON document (questions, principal,
 // webhook) that the recorder has just produced.
-func (r *FlowRound) appendJSON(b []byte) []byte {
+func (r *Round) appendJSON(b []byte) []byte {
 	b = append(b, `{"n":`...)
 	b = strconv.AppendInt(b, int64(r.N), 10)
 	b = appendTime(append(b, `,"arrivedAt":`...), r.ArrivedAt)

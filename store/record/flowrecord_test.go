@@ -1,4 +1,4 @@
-package store_test
+package record_test
 
 import (
 	"bytes"
@@ -11,19 +11,20 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/internal/jsontext"
-	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/store/record"
+	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
 // round is a recorded round n of flow id leaving it in state.
-func round(id string, n int, state string, at time.Time) store.RoundWrite {
+func round(id string, n int, state string, at time.Time) record.RoundWrite {
 	exp := at.Add(10 * time.Minute)
-	w := store.RoundWrite{
-		Flow: store.Flow{ID: id, TenantID: "t1", TenantSlug: "acme", Method: "tools/call", Target: "deploy",
+	w := record.RoundWrite{
+		Flow: record.Flow{ID: id, TenantID: "t1", TenantSlug: "acme", Method: "tools/call", Target: "deploy",
 			State: state, StartedAt: at.Add(-time.Duration(n) * time.Minute), UpdatedAt: at, KeyID: fmt.Sprintf("k%d", n)},
-		Round: store.FlowRound{N: n, ArrivedAt: at, EndedAt: at, ServerUS: 1500, ClientWaitUS: 2_000_000},
+		Round: record.Round{N: n, ArrivedAt: at, EndedAt: at, ServerUS: 1500, ClientWaitUS: 2_000_000},
 	}
-	if state == store.FlowAwaitingInput {
+	if state == record.AwaitingInput {
 		w.Flow.WaitingSince, w.Flow.StateExpiresAt, w.Flow.PendingKinds = &at, &exp, "form"
 	}
 	return w
@@ -33,41 +34,41 @@ func TestTheRecordKeepsAFlowsLatestStateWhateverOrderRoundsArriveIn(t *testing.T
 	ctx := context.Background()
 	for _, d := range platformtest.Dialects() {
 		t.Run(d.Name, func(t *testing.T) {
-			st := acmeStore(t, d.New(t), false)
+			st := platformtest.Store(t, d.New(t)).Record()
 			t0 := time.Now().UTC().Truncate(time.Millisecond)
 			// Round 2 (completing) is written before round 1 (asking), as a
 			// faster replica's batch might be.
-			if _, err := st.WriteRounds(ctx, []store.RoundWrite{round("fl_a", 2, store.FlowCompleted, t0.Add(time.Second))}); err != nil {
+			if _, err := st.WriteRounds(ctx, []record.RoundWrite{round("fl_a", 2, record.Completed, t0.Add(time.Second))}); err != nil {
 				t.Fatal(err)
 			}
-			n, err := st.WriteRounds(ctx, []store.RoundWrite{round("fl_a", 1, store.FlowAwaitingInput, t0)})
+			n, err := st.WriteRounds(ctx, []record.RoundWrite{round("fl_a", 1, record.AwaitingInput, t0)})
 			if err != nil || n != 1 {
 				t.Fatalf("write: %v, %d changes", err, n)
 			}
-			f, rounds, err := st.GetFlow(ctx, "fl_a")
+			f, rounds, err := st.Get(ctx, "fl_a")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if f.State != store.FlowCompleted || f.Rounds != 2 || f.KeyID != "k2" || len(rounds) != 2 {
+			if f.State != record.Completed || f.Rounds != 2 || f.KeyID != "k2" || len(rounds) != 2 {
 				t.Fatalf("flow after out-of-order rounds: state %s, rounds %d, key %s, %d rows", f.State, f.Rounds, f.KeyID, len(rounds))
 			}
 			if f.ServerUS != 3000 || f.ClientWaitUS != 4_000_000 || !f.StartedAt.Equal(t0.Add(time.Second-2*time.Minute)) {
 				t.Fatalf("accumulated times: server %d µs, wait %d µs, started %v", f.ServerUS, f.ClientWaitUS, f.StartedAt)
 			}
 			// A cancelled flow stays cancelled whatever round comes next.
-			if _, err := st.WriteRounds(ctx, []store.RoundWrite{round("fl_b", 1, store.FlowAwaitingInput, t0)}); err != nil {
+			if _, err := st.WriteRounds(ctx, []record.RoundWrite{round("fl_b", 1, record.AwaitingInput, t0)}); err != nil {
 				t.Fatal(err)
 			}
-			if ch, err := st.CancelFlows(ctx, []string{"fl_b", "fl_a", "fl_none"}, "why", "alice"); err != nil || len(ch) != 1 {
+			if ch, err := st.Cancel(ctx, []string{"fl_b", "fl_a", "fl_none"}, "why", "alice"); err != nil || len(ch) != 1 {
 				t.Fatalf("cancel: %v, %v (only the waiting flow changes)", err, ch)
 			}
-			if _, err := st.WriteRounds(ctx, []store.RoundWrite{round("fl_b", 2, store.FlowRejected, t0.Add(time.Second))}); err != nil {
+			if _, err := st.WriteRounds(ctx, []record.RoundWrite{round("fl_b", 2, record.Rejected, t0.Add(time.Second))}); err != nil {
 				t.Fatal(err)
 			}
-			if f, _, _ := st.GetFlow(ctx, "fl_b"); f.State != store.FlowCancelled || f.CancelReason != "why" || f.CancelledBy != "alice" || f.Rounds != 2 {
+			if f, _, _ := st.Get(ctx, "fl_b"); f.State != record.Cancelled || f.CancelReason != "why" || f.CancelledBy != "alice" || f.Rounds != 2 {
 				t.Fatalf("cancelled flow after a later round: %+v", f)
 			}
-			if _, _, err := st.GetFlow(ctx, "fl_none"); err != store.ErrNotFound {
+			if _, _, err := st.Get(ctx, "fl_none"); err != store.ErrNotFound {
 				t.Fatalf("unknown flow: %v", err)
 			}
 		})
@@ -79,7 +80,7 @@ func TestChangesAreNumberedInCommitOrderAcrossWriters(t *testing.T) {
 	for _, d := range platformtest.Dialects() {
 		t.Run(d.Name, func(t *testing.T) {
 			url := d.New(t)
-			st := acmeStore(t, url, false)
+			st := platformtest.Store(t, url).Record()
 			other, err := store.Open(ctx, url) // a second replica's connection pool
 			if err != nil {
 				t.Fatal(err)
@@ -90,10 +91,10 @@ func TestChangesAreNumberedInCommitOrderAcrossWriters(t *testing.T) {
 			for i := range 20 {
 				s := st
 				if i%2 == 1 {
-					s = other
+					s = other.Record()
 				}
 				go func() {
-					_, err := s.WriteRounds(ctx, []store.RoundWrite{round(fmt.Sprintf("fl_%02d", i), 1, store.FlowAwaitingInput, t0)})
+					_, err := s.WriteRounds(ctx, []record.RoundWrite{round(fmt.Sprintf("fl_%02d", i), 1, record.AwaitingInput, t0)})
 					errs <- err
 				}()
 			}
@@ -102,7 +103,7 @@ func TestChangesAreNumberedInCommitOrderAcrossWriters(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			flows, err := st.FlowsChangedAfter(ctx, 0, 100)
+			flows, err := st.ChangedAfter(ctx, 0, 100)
 			if err != nil || len(flows) != 20 {
 				t.Fatalf("%d changes, %v", len(flows), err)
 			}
@@ -111,10 +112,10 @@ func TestChangesAreNumberedInCommitOrderAcrossWriters(t *testing.T) {
 					t.Fatalf("change %d has seq %d: seqs have gaps or repeats", i, f.Seq)
 				}
 			}
-			if last, _ := st.LastFlowChange(ctx); last != 20 {
+			if last, _ := st.LastChange(ctx); last != 20 {
 				t.Fatalf("last change %d", last)
 			}
-			if after, _ := st.FlowsChangedAfter(ctx, 15, 100); len(after) != 5 || after[0].Seq != 16 {
+			if after, _ := st.ChangedAfter(ctx, 15, 100); len(after) != 5 || after[0].Seq != 16 {
 				t.Fatalf("changes after 15: %d", len(after))
 			}
 		})
@@ -125,25 +126,25 @@ func TestABatchMergesRoundsOfOneFlowIntoOneChange(t *testing.T) {
 	ctx := context.Background()
 	for _, d := range platformtest.Dialects() {
 		t.Run(d.Name, func(t *testing.T) {
-			st := acmeStore(t, d.New(t), false)
+			st := platformtest.Store(t, d.New(t)).Record()
 			t0 := time.Now().UTC().Truncate(time.Millisecond)
-			running := round("fl_m", 2, store.FlowRunning, t0.Add(time.Second))
+			running := round("fl_m", 2, record.Running, t0.Add(time.Second))
 			running.Running = true
-			batch := []store.RoundWrite{
-				round("fl_m", 1, store.FlowAwaitingInput, t0),
-				round("fl_other", 1, store.FlowAwaitingInput, t0),
+			batch := []record.RoundWrite{
+				round("fl_m", 1, record.AwaitingInput, t0),
+				round("fl_other", 1, record.AwaitingInput, t0),
 				running,
-				round("fl_m", 2, store.FlowCompleted, t0.Add(2*time.Second)),
+				round("fl_m", 2, record.Completed, t0.Add(2*time.Second)),
 			}
 			n, err := st.WriteRounds(ctx, batch)
 			if err != nil || n != 2 {
 				t.Fatalf("write: %d changes, %v; want one per flow", n, err)
 			}
-			f, rounds, err := st.GetFlow(ctx, "fl_m")
+			f, rounds, err := st.Get(ctx, "fl_m")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if f.State != store.FlowCompleted || f.Rounds != 2 || len(rounds) != 2 || rounds[0].N != 1 || rounds[1].N != 2 {
+			if f.State != record.Completed || f.Rounds != 2 || len(rounds) != 2 || rounds[0].N != 1 || rounds[1].N != 2 {
 				t.Fatalf("merged flow: state %s, rounds %d, %d rows", f.State, f.Rounds, len(rounds))
 			}
 			if f.ServerUS != 3000 || !f.UpdatedAt.Equal(t0.Add(2*time.Second)) || !f.StartedAt.Equal(t0.Add(-2*time.Minute+time.Second)) {
@@ -165,50 +166,50 @@ func TestAFlowsValuesComeFromItsNewestRounds(t *testing.T) {
 	ctx := context.Background()
 	for _, d := range platformtest.Dialects() {
 		t.Run(d.Name, func(t *testing.T) {
-			st := acmeStore(t, d.New(t), false)
+			st := platformtest.Store(t, d.New(t)).Record()
 			// Before PostgreSQL's zero time (2000), to the microsecond.
 			t0 := time.Date(1999, 12, 31, 23, 59, 59, 999999000, time.UTC)
-			ask := round("fl_k", 1, store.FlowAwaitingInput, t0)
+			ask := round("fl_k", 1, record.AwaitingInput, t0)
 			ask.Flow.KeyID, ask.Flow.TraceID, ask.Flow.ClientName, ask.Flow.ClientVersion = "k1", "trace-1", "cli", "1.0"
-			running := round("fl_k", 2, store.FlowRunning, time.Time{})
+			running := round("fl_k", 2, record.Running, time.Time{})
 			running.Running, running.Flow.KeyID, running.Flow.StartedAt = true, "", t0
-			done := round("fl_k", 2, store.FlowCompleted, t0.Add(time.Second))
+			done := round("fl_k", 2, record.Completed, t0.Add(time.Second))
 			done.Flow.KeyID, done.Flow.TraceID, done.Flow.Replica = "", "trace-2", "replica-b"
-			late3 := round("fl_o", 3, store.FlowFailed, t0.Add(3*time.Second))
+			late3 := round("fl_o", 3, record.Failed, t0.Add(3*time.Second))
 			late3.Flow.Detail = "tool_error"
-			late2 := round("fl_o", 2, store.FlowAwaitingInput, t0.Add(2*time.Second))
+			late2 := round("fl_o", 2, record.AwaitingInput, t0.Add(2*time.Second))
 			late2.Flow.ClientName, late2.Flow.ClientVersion = "other", "2.0"
 			// A flow with only a running mark in this batch: no rounds row,
 			// and the flows after it numbered all the same.
-			mark := round("fl_m", 4, store.FlowRunning, t0)
+			mark := round("fl_m", 4, record.Running, t0)
 			mark.Running = true
 			// A refused round 3 (no key) takes over; round 2, late, with a
 			// key of its own, moves nothing, as in a batch of its own.
-			r1 := round("fl_r", 1, store.FlowAwaitingInput, t0)
-			r3 := round("fl_r", 3, store.FlowRejected, t0.Add(3*time.Second))
+			r1 := round("fl_r", 1, record.AwaitingInput, t0)
+			r3 := round("fl_r", 3, record.Rejected, t0.Add(3*time.Second))
 			r3.Flow.KeyID, r3.Flow.Detail = "", "expired"
-			r2 := round("fl_r", 2, store.FlowAwaitingInput, t0.Add(2*time.Second))
+			r2 := round("fl_r", 2, record.AwaitingInput, t0.Add(2*time.Second))
 			// A flow whose stored row is at round 4 (key kB, trace tB):
 			// this batch brings round 3 late (its own key and trace) and a
 			// refused round 5 with neither. Written one by one, round 3
 			// moves nothing and round 5 leaves the key and trace as stored.
-			x4 := round("fl_x", 4, store.FlowAwaitingInput, t0)
+			x4 := round("fl_x", 4, record.AwaitingInput, t0)
 			x4.Flow.KeyID, x4.Flow.TraceID = "kB", "tB"
-			if _, err := st.WriteRounds(ctx, []store.RoundWrite{x4}); err != nil {
+			if _, err := st.WriteRounds(ctx, []record.RoundWrite{x4}); err != nil {
 				t.Fatal(err)
 			}
-			x3 := round("fl_x", 3, store.FlowAwaitingInput, t0)
+			x3 := round("fl_x", 3, record.AwaitingInput, t0)
 			x3.Flow.KeyID, x3.Flow.TraceID = "kA", "tA"
-			x5 := round("fl_x", 5, store.FlowRejected, t0.Add(5*time.Second))
+			x5 := round("fl_x", 5, record.Rejected, t0.Add(5*time.Second))
 			x5.Flow.KeyID = ""
-			last, err := st.LastFlowChange(ctx)
+			last, err := st.LastChange(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n, err := st.WriteRounds(ctx, []store.RoundWrite{ask, late3, mark, running, r1, late2, r3, done, r2, x3, x5}); err != nil || n != 5 {
+			if n, err := st.WriteRounds(ctx, []record.RoundWrite{ask, late3, mark, running, r1, late2, r3, done, r2, x3, x5}); err != nil || n != 5 {
 				t.Fatalf("write: %d changes, %v; want one per flow", n, err)
 			}
-			k, kr, err := st.GetFlow(ctx, "fl_k")
+			k, kr, err := st.Get(ctx, "fl_k")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -216,7 +217,7 @@ func TestAFlowsValuesComeFromItsNewestRounds(t *testing.T) {
 				what      string
 				got, want any
 			}{
-				{"state", k.State, store.FlowCompleted}, {"rounds", k.Rounds, 2}, {"round rows", len(kr), 2},
+				{"state", k.State, record.Completed}, {"rounds", k.Rounds, 2}, {"round rows", len(kr), 2},
 				{"key (the newest round that has one)", k.KeyID, "k1"}, {"trace", k.TraceID, "trace-2"},
 				{"client", k.ClientName + "/" + k.ClientVersion, "cli/1.0"}, {"replica", k.Replica, "replica-b"},
 				{"waiting", k.WaitingSince == nil && k.StateExpiresAt == nil, true}, {"pending", k.PendingKinds, ""},
@@ -230,21 +231,21 @@ func TestAFlowsValuesComeFromItsNewestRounds(t *testing.T) {
 					t.Errorf("fl_k %s: %v, want %v", c.what, c.got, c.want)
 				}
 			}
-			o, _, err := st.GetFlow(ctx, "fl_o")
+			o, _, err := st.Get(ctx, "fl_o")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if o.State != store.FlowFailed || o.Detail != "tool_error" || o.Rounds != 3 || o.KeyID != "k3" || o.ClientName != "other" ||
+			if o.State != record.Failed || o.Detail != "tool_error" || o.Rounds != 3 || o.KeyID != "k3" || o.ClientName != "other" ||
 				o.Seq != last+2 || !o.StartedAt.Equal(t0.Add(3*time.Second-3*time.Minute)) {
 				t.Errorf("fl_o, its rounds out of order: %+v", *o)
 			}
-			if r, _, err := st.GetFlow(ctx, "fl_r"); err != nil || r.State != store.FlowRejected || r.KeyID != "k1" || r.Detail != "expired" || r.Rounds != 3 {
+			if r, _, err := st.Get(ctx, "fl_r"); err != nil || r.State != record.Rejected || r.KeyID != "k1" || r.Detail != "expired" || r.Rounds != 3 {
 				t.Errorf("fl_r, a late round with a key behind a refused one: %v %+v", err, r)
 			}
-			if x, _, err := st.GetFlow(ctx, "fl_x"); err != nil || x.State != store.FlowRejected || x.KeyID != "kB" || x.TraceID != "tB" || x.Rounds != 5 {
+			if x, _, err := st.Get(ctx, "fl_x"); err != nil || x.State != record.Rejected || x.KeyID != "kB" || x.TraceID != "tB" || x.Rounds != 5 {
 				t.Errorf("fl_x, a late round with a key first in its batch: %v %+v", err, x)
 			}
-			if m, _, err := st.GetFlow(ctx, "fl_m"); err != nil || m.State != store.FlowRunning || m.Seq != last+3 {
+			if m, _, err := st.Get(ctx, "fl_m"); err != nil || m.State != record.Running || m.Seq != last+3 {
 				t.Errorf("fl_m, a running mark alone: %v %+v", err, m)
 			}
 			// Each flow's rounds row carries its flow's change.
@@ -261,29 +262,29 @@ func TestExpiryAndRetention(t *testing.T) {
 	ctx := context.Background()
 	for _, d := range platformtest.Dialects() {
 		t.Run(d.Name, func(t *testing.T) {
-			st := acmeStore(t, d.New(t), false)
+			st := platformtest.Store(t, d.New(t)).Record()
 			now := time.Now().UTC()
 			old := now.Add(-30 * time.Minute) // its state expired 20 minutes ago
-			writes := []store.RoundWrite{
-				round("fl_waiting", 1, store.FlowAwaitingInput, now),
-				round("fl_expired", 1, store.FlowAwaitingInput, old),
-				round("fl_done", 1, store.FlowCompleted, old),
+			writes := []record.RoundWrite{
+				round("fl_waiting", 1, record.AwaitingInput, now),
+				round("fl_expired", 1, record.AwaitingInput, old),
+				round("fl_done", 1, record.Completed, old),
 			}
 			if _, err := st.WriteRounds(ctx, writes); err != nil {
 				t.Fatal(err)
 			}
-			ch, err := st.ExpireFlows(ctx, now)
+			ch, err := st.Expire(ctx, now)
 			if err != nil || len(ch) != 1 {
 				t.Fatalf("expire: %v, %v", err, ch)
 			}
-			if f, _, _ := st.GetFlow(ctx, "fl_expired"); f.State != store.FlowExpired || f.Seq != ch[0].ID {
+			if f, _, _ := st.Get(ctx, "fl_expired"); f.State != record.Expired || f.Seq != ch[0].ID {
 				t.Fatalf("expired flow: %+v", f)
 			}
-			counts, _ := st.CountFlows(ctx, store.FlowFilter{})
-			if counts[store.FlowExpired] != 1 || counts[store.FlowAwaitingInput] != 1 || counts[store.FlowCompleted] != 1 {
+			counts, _ := st.Count(ctx, record.Filter{})
+			if counts[record.Expired] != 1 || counts[record.AwaitingInput] != 1 || counts[record.Completed] != 1 {
 				t.Fatalf("counts %v", counts)
 			}
-			if again, _ := st.ExpireFlows(ctx, now); len(again) != 0 {
+			if again, _ := st.Expire(ctx, now); len(again) != 0 {
 				t.Fatalf("expired twice: %v", again)
 			}
 			if aw, _ := st.CountAwaiting(ctx); aw["acme"] != 1 {
@@ -291,14 +292,14 @@ func TestExpiryAndRetention(t *testing.T) {
 			}
 			// Retention: flows unchanged for longer go, with their rounds
 			// (expiring a flow changed it).
-			n, err := st.PruneFlows(ctx, now.Add(-10*time.Minute))
+			n, err := st.Prune(ctx, now.Add(-10*time.Minute))
 			if err != nil || n != 1 {
 				t.Fatalf("pruned %d, %v", n, err)
 			}
-			if _, _, err := st.GetFlow(ctx, "fl_done"); err != store.ErrNotFound {
+			if _, _, err := st.Get(ctx, "fl_done"); err != store.ErrNotFound {
 				t.Fatalf("a pruned flow is still there: %v", err)
 			}
-			if f, rounds, err := st.GetFlow(ctx, "fl_waiting"); err != nil || f == nil || len(rounds) != 1 {
+			if f, rounds, err := st.Get(ctx, "fl_waiting"); err != nil || f == nil || len(rounds) != 1 {
 				t.Fatalf("a recent flow was pruned: %v", err)
 			}
 		})
@@ -323,12 +324,12 @@ func TestAFlowRowReadsBackExactlyAsWritten(t *testing.T) {
 	asked := json.RawMessage(strings.Repeat(`[`, 3000) + `"deep \"'"` + strings.Repeat(`]`, 3000))
 	for _, d := range platformtest.Dialects() {
 		t.Run(d.Name, func(t *testing.T) {
-			st := acmeStore(t, d.New(t), false)
+			st := platformtest.Store(t, d.New(t)).Record()
 			// Nanoseconds past a microsecond: the record keeps microseconds
 			// (PostgreSQL's precision), cut, on both dialects.
 			t0 := time.Date(2026, 12, 3, 15, 4, 5, 123456999, time.UTC)
-			var want []store.Flow
-			var writes []store.RoundWrite
+			var want []record.Flow
+			var writes []record.RoundWrite
 			for i, s := range awkward {
 				// A NUL, and each byte that is not UTF-8, is recorded as
 				// U+FFFD: neither database keeps a NUL in text (PostgreSQL
@@ -337,20 +338,20 @@ func TestAFlowRowReadsBackExactlyAsWritten(t *testing.T) {
 				recorded := jsontext.Text(s)
 				at := t0.Add(time.Duration(i) * time.Second)
 				exp := at.Add(10*time.Minute + 7*time.Microsecond)
-				flow := func(s string) store.Flow {
-					f := store.Flow{ID: fmt.Sprintf("fl_%02d%s", i, s), TenantID: "t" + s, TenantSlug: s, Method: "tools/call" + s,
+				flow := func(s string) record.Flow {
+					f := record.Flow{ID: fmt.Sprintf("fl_%02d%s", i, s), TenantID: "t" + s, TenantSlug: s, Method: "tools/call" + s,
 						Target: s, PrincipalIssuer: "https://id.example/" + s, PrincipalSubject: s, PrincipalClient: s,
-						ClientName: s, ClientVersion: s, Era: s, State: store.FlowAwaitingInput, PendingKinds: s, KeyID: s,
+						ClientName: s, ClientVersion: s, Era: s, State: record.AwaitingInput, PendingKinds: s, KeyID: s,
 						Replica: s, TraceID: s, Detail: s, StartedAt: at.Add(-time.Second), UpdatedAt: at}
 					if i%2 == 0 {
 						f.WaitingSince, f.StateExpiresAt = &at, &exp
 					} else {
-						f.State = store.FlowCompleted
+						f.State = record.Completed
 					}
 					return f
 				}
-				writes = append(writes, store.RoundWrite{Flow: flow(s),
-					Round: store.FlowRound{N: 3, ServerUS: 1<<40 + int64(i), ClientWaitUS: 1<<50 + int64(i), Asked: asked}})
+				writes = append(writes, record.RoundWrite{Flow: flow(s),
+					Round: record.Round{N: 3, ServerUS: 1<<40 + int64(i), ClientWaitUS: 1<<50 + int64(i), Asked: asked}})
 				f := flow(recorded)
 				f.Rounds, f.ServerUS, f.ClientWaitUS = 3, 1<<40+int64(i), 1<<50+int64(i)
 				cut := func(t time.Time) time.Time { return t.Truncate(time.Microsecond) }
@@ -365,7 +366,7 @@ func TestAFlowRowReadsBackExactlyAsWritten(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, w := range want {
-				got, rounds, err := st.GetFlow(ctx, w.ID)
+				got, rounds, err := st.Get(ctx, w.ID)
 				if err != nil {
 					t.Fatalf("%q: %v", w.ID, err)
 				}
@@ -385,7 +386,7 @@ func TestAFlowRowReadsBackExactlyAsWritten(t *testing.T) {
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // flowsEqual compares flows, times by instant.
-func flowsEqual(a, b store.Flow) bool {
+func flowsEqual(a, b record.Flow) bool {
 	sameTime := func(x, y *time.Time) bool {
 		return x == nil && y == nil || x != nil && y != nil && x.Equal(*y)
 	}
@@ -404,25 +405,25 @@ func flowsEqual(a, b store.Flow) bool {
 // tenant's rounds in it); PostgreSQL's COPY streams it.
 func TestABatchOfLargeRoundsIsWrittenInSeveralStatements(t *testing.T) {
 	ctx := context.Background()
-	defer store.SetMaxBatchDocument(256 << 10)()
+	defer record.SetMaxBatchDocument(256 << 10)()
 	big := json.RawMessage(`{"message":"` + strings.Repeat(`\"quoted\" \\ `, 8_000) + `"}`)
 	for _, d := range platformtest.Dialects() {
 		t.Run(d.Name, func(t *testing.T) {
-			st := acmeStore(t, d.New(t), false)
-			var writes []store.RoundWrite
+			st := platformtest.Store(t, d.New(t)).Record()
+			var writes []record.RoundWrite
 			for i := range 8 {
-				w := round(fmt.Sprintf("fl_big%02d", i), 1, store.FlowAwaitingInput, time.Now())
+				w := round(fmt.Sprintf("fl_big%02d", i), 1, record.AwaitingInput, time.Now())
 				w.Round.Asked = big
 				writes = append(writes, w)
 			}
-			if n, err := store.BatchStatements(writes); err != nil || n < 3 {
+			if n, err := record.BatchStatements(writes); err != nil || n < 3 {
 				t.Fatalf("the batch went as %d statements (%v), want it split", n, err)
 			}
 			if _, err := st.WriteRounds(ctx, writes); err != nil {
 				t.Fatal(err)
 			}
 			for _, w := range writes {
-				_, rounds, err := st.GetFlow(ctx, w.Flow.ID)
+				_, rounds, err := st.Get(ctx, w.Flow.ID)
 				if err != nil || len(rounds) != 1 || !bytes.Equal(rounds[0].Asked, big) {
 					t.Fatalf("%s: %v, %d rounds", w.Flow.ID, err, len(rounds))
 				}
@@ -440,18 +441,18 @@ func TestTheRecordIsWrittenInEveryPgxMode(t *testing.T) {
 	asked := json.RawMessage(`[{"key":"env","kind":"form","params":{"message":"Which \"one\"?"}}]`)
 	for _, mode := range []string{"cache_statement", "cache_describe", "describe_exec", "exec", "simple_protocol"} {
 		t.Run(mode, func(t *testing.T) {
-			st := acmeStore(t, platformtest.PostgresSchemaURL(t)+"&default_query_exec_mode="+mode, false)
-			w1 := round("fl_mode", 1, store.FlowAwaitingInput, time.Now())
+			st := platformtest.Store(t, platformtest.PostgresSchemaURL(t)+"&default_query_exec_mode="+mode).Record()
+			w1 := round("fl_mode", 1, record.AwaitingInput, time.Now())
 			w1.Round.Asked = asked
-			w2 := round("fl_mode", 2, store.FlowCompleted, time.Now())
-			if _, err := st.WriteRounds(ctx, []store.RoundWrite{w1}); err != nil {
+			w2 := round("fl_mode", 2, record.Completed, time.Now())
+			if _, err := st.WriteRounds(ctx, []record.RoundWrite{w1}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := st.WriteRounds(ctx, []store.RoundWrite{w2}); err != nil {
+			if _, err := st.WriteRounds(ctx, []record.RoundWrite{w2}); err != nil {
 				t.Fatal(err)
 			}
-			f, rounds, err := st.GetFlow(ctx, "fl_mode")
-			if err != nil || f.State != store.FlowCompleted || f.Rounds != 2 || len(rounds) != 2 || !bytes.Equal(rounds[0].Asked, asked) {
+			f, rounds, err := st.Get(ctx, "fl_mode")
+			if err != nil || f.State != record.Completed || f.Rounds != 2 || len(rounds) != 2 || !bytes.Equal(rounds[0].Asked, asked) {
 				t.Fatalf("read back %v, %+v, %+v", err, f, rounds)
 			}
 		})

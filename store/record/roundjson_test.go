@@ -1,4 +1,4 @@
-package store
+package record
 
 import (
 	"encoding/json"
@@ -9,7 +9,7 @@ import (
 
 func TestRoundsEncodeToWhatTheyDecodeFrom(t *testing.T) {
 	exp := time.Date(2026, 12, 3, 12, 0, 0, 123456789, time.UTC)
-	rounds := []FlowRound{
+	rounds := []Round{
 		{N: 1, ArrivedAt: exp, EndedAt: exp.Add(time.Millisecond), ServerUS: 1500, ResultType: "input_required", KeyOut: "k1",
 			StateExpiresAt: &exp, Asked: json.RawMessage(`[{"key":"q","kind":"form","params":{"message":"Sure?"}}]`),
 			Client: json.RawMessage(`{"name":"c"}`), Replica: "r\"1\\\n\x01\u2028é", TraceID: "abc"},
@@ -32,7 +32,7 @@ func TestRoundsEncodeToWhatTheyDecodeFrom(t *testing.T) {
 	if !json.Valid(b) {
 		t.Fatalf("not JSON: %s", b)
 	}
-	var back []FlowRound
+	var back []Round
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestRoundsEncodeToWhatTheyDecodeFrom(t *testing.T) {
 		}
 	}
 	std, _ := json.Marshal(rounds)
-	var viaStd []FlowRound
+	var viaStd []Round
 	_ = json.Unmarshal(std, &viaStd)
 	if !reflect.DeepEqual(viaStd, back) {
 		t.Fatal("the hand-written encoding reads back differently from encoding/json's")

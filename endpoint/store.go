@@ -1,0 +1,47 @@
+package endpoint
+
+import (
+	"context"
+	"time"
+
+	"github.com/opsmcp/platform/store"
+)
+
+// The parts of the database the endpoint uses, each narrowed to the
+// methods it calls. store.Store's Tenants, Revocations and Legacy parts
+// satisfy them.
+
+// CatalogueStore is where tenants and their catalogues are read.
+type CatalogueStore interface {
+	Get(ctx context.Context, slug string) (*store.Tenant, error)
+	LoadCatalogue(ctx context.Context, slug string) (*store.Catalogue, error)
+	Versions(ctx context.Context) ([]store.TenantVersion, error)
+}
+
+// RevocationStore keeps what sealed request state may no longer do: the
+// single-use states consumed, and the flows an admin cancelled.
+type RevocationStore interface {
+	ConsumeState(ctx context.Context, tenantID, flowID string, round int, expires time.Time) error
+	PruneConsumedStates(ctx context.Context, now time.Time) error
+	RevokeFlow(ctx context.Context, slug, flowID string, expires time.Time) (tenantID string, err error)
+	RevokedFlows(ctx context.Context) ([]store.RevokedFlow, error)
+}
+
+// SessionStore keeps legacy sessions, and the messages their clients
+// send to a replica other than the one holding the call.
+type SessionStore interface {
+	Create(ctx context.Context, ls *store.LegacySession) error
+	Get(ctx context.Context, tenantID, id string) (*store.LegacySession, error)
+	SetLogLevel(ctx context.Context, tenantID, id, level string) error
+	UpdateSubscriptions(ctx context.Context, tenantID, id string, change func(uris []string) ([]string, error)) error
+	End(ctx context.Context, tenantID, id, by string) error
+	EndAll(ctx context.Context, tenantID, by string) (int64, error)
+	EndedSince(ctx context.Context, since time.Time) ([]store.EndedLegacySession, error)
+	Prune(ctx context.Context, maxRelayAge time.Duration) error
+	// Shared reports whether replicas share the database, so a message
+	// may have to be relayed (PostgreSQL; never on SQLite's one node).
+	Shared() bool
+	Relay(ctx context.Context, tenantID, sessionID, target string, body []byte) error
+	ListenRelayed(ctx context.Context) (<-chan string, error)
+	TakeRelayed(ctx context.Context, targets []string) ([]store.LegacyRelay, error)
+}
