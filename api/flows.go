@@ -76,28 +76,14 @@ type clientView struct {
 	Version string `json:"version,omitempty"`
 }
 
-// roundView is a recorded round as the API shows it.
+// roundView is a recorded round as the API shows it: the record's round
+// (durations in µs too), with its durations in milliseconds and a link to
+// its trace.
 type roundView struct {
-	N              int             `json:"n"`
-	ArrivedAt      time.Time       `json:"arrivedAt"`
-	EndedAt        time.Time       `json:"endedAt"`
-	ServerMS       float64         `json:"serverMs"`
-	ClientWaitMS   float64         `json:"clientWaitMs"`
-	ResultType     string          `json:"resultType,omitempty"`
-	ErrorClass     string          `json:"errorClass,omitempty"`
-	StateIn        string          `json:"stateIn,omitempty"`
-	KeyIn          string          `json:"keyIn,omitempty"`
-	KeyOut         string          `json:"keyOut,omitempty"`
-	StateExpiresAt *time.Time      `json:"stateExpiresAt,omitempty"`
-	Asked          json.RawMessage `json:"asked,omitempty"`
-	Answers        json.RawMessage `json:"answers,omitempty"`
-	Webhook        json.RawMessage `json:"webhook,omitempty"`
-	Principal      json.RawMessage `json:"principal,omitempty"`
-	Client         json.RawMessage `json:"client,omitempty"`
-	Replica        string          `json:"replica,omitempty"`
-	TraceID        string          `json:"traceId,omitempty"`
-	SpanID         string          `json:"spanId,omitempty"`
-	TraceURL       string          `json:"traceUrl,omitempty"`
+	*record.Round
+	ServerMS     float64 `json:"serverMs"`
+	ClientWaitMS float64 `json:"clientWaitMs"`
+	TraceURL     string  `json:"traceUrl,omitempty"`
 }
 
 func (s *Server) viewFlow(f *record.Flow) flowView {
@@ -121,14 +107,8 @@ func (s *Server) viewFlow(f *record.Flow) flowView {
 }
 
 func (s *Server) viewRound(r *record.Round) roundView {
-	return roundView{
-		N: r.N, ArrivedAt: r.ArrivedAt.UTC(), EndedAt: r.EndedAt.UTC(),
-		ServerMS: float64(r.ServerUS) / 1000, ClientWaitMS: float64(r.ClientWaitUS) / 1000,
-		ResultType: r.ResultType, ErrorClass: r.ErrorClass, StateIn: r.StateIn, KeyIn: r.KeyIn, KeyOut: r.KeyOut,
-		StateExpiresAt: r.StateExpiresAt, Asked: r.Asked, Answers: r.Answers, Webhook: r.Webhook,
-		Principal: r.Principal, Client: r.Client, Replica: r.Replica, TraceID: r.TraceID, SpanID: r.SpanID,
-		TraceURL: s.traceURL(r.TraceID, r.SpanID),
-	}
+	return roundView{Round: r, ServerMS: float64(r.ServerUS) / 1000, ClientWaitMS: float64(r.ClientWaitUS) / 1000,
+		TraceURL: s.traceURL(r.TraceID, r.SpanID)}
 }
 
 // traceURL fills the configured trace link template.

@@ -107,14 +107,20 @@ func (x *exchange) progress(ev *webhook.Event) {
 	if x.sse == nil || x.progressToken == nil {
 		return
 	}
-	p := map[string]any{"progressToken": x.progressToken, "progress": ev.Progress}
+	_ = x.sse.send(progressNote(x.progressToken, ev))
+}
+
+// progressNote is a webhook's progress event as the client's
+// notifications/progress for token.
+func progressNote(token json.RawMessage, ev *webhook.Event) notification {
+	p := map[string]any{"progressToken": token, "progress": ev.Progress}
 	if ev.Total != nil {
 		p["total"] = *ev.Total
 	}
 	if ev.Message != "" {
 		p["message"] = ev.Message
 	}
-	_ = x.sse.send(notification{JSONRPC: "2.0", Method: mcp.NotificationProgress, Params: p})
+	return notification{JSONRPC: "2.0", Method: mcp.NotificationProgress, Params: p}
 }
 
 // logLevels orders the syslog levels MCP uses.
@@ -123,12 +129,23 @@ var logLevels = map[string]int{"debug": 0, "info": 1, "notice": 2, "warning": 3,
 // log relays a webhook's log event when the request's _meta set a log
 // level at or below the event's.
 func (x *exchange) log(ev *webhook.Event) {
-	if x.sse == nil || x.logLevel == "" {
+	if x.sse == nil {
 		return
 	}
+	if n, ok := logNote(x.logLevel, ev); ok {
+		_ = x.sse.send(n)
+	}
+}
+
+// logNote is a webhook's log event as the client's notifications/message,
+// if level (the client's; empty: none) lets it through.
+func logNote(level string, ev *webhook.Event) (notification, bool) {
+	if level == "" {
+		return notification{}, false
+	}
 	lv, ok := logLevels[ev.Level]
-	if !ok || lv < logLevels[x.logLevel] {
-		return
+	if !ok || lv < logLevels[level] {
+		return notification{}, false
 	}
 	p := map[string]any{"level": ev.Level, "data": ev.Data}
 	if ev.Data == nil {
@@ -137,5 +154,5 @@ func (x *exchange) log(ev *webhook.Event) {
 	if ev.Logger != "" {
 		p["logger"] = ev.Logger
 	}
-	_ = x.sse.send(notification{JSONRPC: "2.0", Method: mcp.NotificationMessage, Params: p})
+	return notification{JSONRPC: "2.0", Method: mcp.NotificationMessage, Params: p}, true
 }

@@ -578,31 +578,12 @@ func (b *bridged) progress(ev *webhook.Event) {
 		return
 	}
 	b.progressed, b.lastProgress = true, ev.Progress
-	p := map[string]any{"progressToken": b.progressToken, "progress": ev.Progress}
-	if ev.Total != nil {
-		p["total"] = *ev.Total
-	}
-	if ev.Message != "" {
-		p["message"] = ev.Message
-	}
-	_ = b.stream().send(notification{JSONRPC: "2.0", Method: mcp.NotificationProgress, Params: p})
+	_ = b.stream().send(progressNote(b.progressToken, ev))
 }
 
 // log relays a webhook's log event at or above the session's level.
 func (b *bridged) log(ev *webhook.Event) {
-	if b.level == "" {
-		return
+	if n, ok := logNote(b.level, ev); ok {
+		_ = b.stream().send(n)
 	}
-	lv, ok := logLevels[ev.Level]
-	if !ok || lv < logLevels[b.level] {
-		return
-	}
-	p := map[string]any{"level": ev.Level, "data": ev.Data}
-	if ev.Data == nil {
-		p["data"] = ev.Message
-	}
-	if ev.Logger != "" {
-		p["logger"] = ev.Logger
-	}
-	_ = b.stream().send(notification{JSONRPC: "2.0", Method: mcp.NotificationMessage, Params: p})
 }

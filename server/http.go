@@ -6,12 +6,14 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 
 	"github.com/opsmcp/platform/auth"
+	"github.com/opsmcp/platform/config"
 )
 
 // metricsAuth serves the Prometheus exposition, behind a bearer token
@@ -136,4 +138,23 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return failed
 	}
 	return errors.Join(errs...)
+}
+
+// Run is a replica's life as `platform serve` lives it: New, a listener
+// on cfg.Listen, Serve until ctx ends, then Close. Errors name the step
+// that failed.
+func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, version string) error {
+	srv, err := New(ctx, cfg, log, version)
+	if err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	defer srv.Close()
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	if err := srv.Serve(ctx, ln); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
 }

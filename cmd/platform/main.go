@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -116,19 +115,8 @@ func serve(args []string, stderr io.Writer) int {
 	log := newLogger(cfg, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv, err := server.New(ctx, cfg, log, version)
-	if err != nil {
-		log.Error("start failed", "err", err)
-		return 1
-	}
-	defer srv.Close()
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		log.Error("listen failed", "addr", cfg.Listen, "err", err)
-		return 1
-	}
-	if err := srv.Serve(ctx, ln); err != nil {
-		log.Error("serve failed", "err", err)
+	if err := server.Run(ctx, cfg, log, version); err != nil {
+		log.Error("platform stopped", "err", err)
 		return 1
 	}
 	log.Info("stopped cleanly")

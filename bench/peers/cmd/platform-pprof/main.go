@@ -64,19 +64,8 @@ func run() int {
 	go func() { _ = psrv.Serve(pln) }()
 	defer psrv.Close()
 
-	srv, err := server.New(ctx, cfg, log, "pprof-variant")
-	if err != nil {
-		log.Error("start failed", "err", err)
-		return 1
-	}
-	defer srv.Close()
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		log.Error("listen failed", "addr", cfg.Listen, "err", err)
-		return 1
-	}
-	if err := srv.Serve(ctx, ln); err != nil {
-		log.Error("serve failed", "err", err)
+	if err := server.Run(ctx, cfg, log, "pprof-variant"); err != nil {
+		log.Error("platform stopped", "err", err)
 		return 1
 	}
 	return 0

@@ -51,19 +51,89 @@ func main() {
 	os.Exit(run(*node, *cli, *mrtrOnly, *scenario, *verbose, *keep))
 }
 
-func run(node, cli string, mrtrOnly bool, only string, verbose bool, keep string) int {
+// runner is one run of the suite: where its results go, and the tally of
+// its scenarios. Every mode (server, client, legacy) prints one line per
+// scenario and a last line "N passed, N failed".
+type runner struct {
+	work, out      string
+	verbose        bool
+	passed, failed int
+}
+
+// newRunner makes a run's work folder; results go under keep when set
+// (and are kept), else under the work folder (removed by close).
+func newRunner(verbose bool, keep string) (*runner, error) {
 	work, err := os.MkdirTemp("", "conformance-")
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{work: work, out: keep, verbose: verbose}
+	if r.out == "" {
+		r.out = filepath.Join(work, "results")
+	}
+	return r, nil
+}
+
+func (r *runner) close() { os.RemoveAll(r.work) }
+
+// judge reads the checks the suite wrote under dir and prints the
+// scenario's line: it passes with checks, no failure and a clean exit
+// (runErr nil; ignored when exitMatters is false), and no warning when
+// warningsFail. log is the suite's output, printed for a failure with no
+// checks or when verbose.
+func (r *runner) judge(name, dir string, runErr error, exitMatters, warningsFail bool, log []byte) {
+	checks := readChecks(dir)
+	var fails, warns []string
+	for _, c := range checks {
+		switch c.Status {
+		case "FAILURE":
+			fails = append(fails, c.ID+": "+firstLine(c.ErrorMessage))
+		case "WARNING":
+			if warningsFail {
+				fails = append(fails, c.ID+" (warning): "+firstLine(c.ErrorMessage))
+			} else {
+				warns = append(warns, c.ID)
+			}
+		}
+	}
+	if (runErr == nil || !exitMatters) && len(fails) == 0 && len(checks) > 0 {
+		r.passed++
+		line := fmt.Sprintf("PASS %s (%d checks)", name, len(checks))
+		if len(warns) > 0 {
+			line += " warnings: " + strings.Join(warns, ", ")
+		}
+		fmt.Println(line)
+		return
+	}
+	r.failed++
+	if len(fails) == 0 {
+		fails = append(fails, fmt.Sprintf("the suite exited with %v and %d checks", runErr, len(checks)))
+	}
+	fmt.Printf("FAIL %s: %s\n", name, strings.Join(fails, "; "))
+	if log != nil && (r.verbose || len(checks) == 0) {
+		fmt.Println(indent(string(log)))
+	}
+}
+
+// summary prints the last line and returns the exit code.
+func (r *runner) summary(suffix string) int {
+	fmt.Printf("%d passed, %d failed%s\n", r.passed, r.failed, suffix)
+	if r.failed > 0 {
+		return 1
+	}
+	return 0
+}
+
+// run runs the 2026-07-28 server scenarios against the conformance
+// tenant.
+func run(node, cli string, mrtrOnly bool, only string, verbose bool, keep string) int {
+	r, err := newRunner(verbose, keep)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(work)
-	out := keep
-	if out == "" {
-		out = filepath.Join(work, "results")
-	}
-
-	platformURL, stop, err := start(work)
+	defer r.close()
+	platformURL, stop, err := start(r.work)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "conformance: start:", err)
 		return 1
@@ -78,42 +148,12 @@ func run(node, cli string, mrtrOnly bool, only string, verbose bool, keep string
 	if only != "" {
 		scenarios = []string{only}
 	}
-	passed, failed := 0, 0
 	for _, sc := range scenarios {
-		dir := filepath.Join(out, sc)
-		cmd := exec.Command(node, cli, "server", "--url", endpoint, "--scenario", sc, "--spec-version", "2026-07-28", "-o", dir)
-		log, runErr := cmd.CombinedOutput()
-		checks := readChecks(dir)
-		var fails, warns []string
-		for _, c := range checks {
-			switch c.Status {
-			case "FAILURE":
-				fails = append(fails, c.ID+": "+firstLine(c.ErrorMessage))
-			case "WARNING":
-				warns = append(warns, c.ID)
-			}
-		}
-		ok := runErr == nil && len(fails) == 0 && len(checks) > 0
-		if ok {
-			passed++
-			line := fmt.Sprintf("PASS %s (%d checks)", sc, len(checks))
-			if len(warns) > 0 {
-				line += " warnings: " + strings.Join(warns, ", ")
-			}
-			fmt.Println(line)
-			continue
-		}
-		failed++
-		fmt.Printf("FAIL %s: %s\n", sc, strings.Join(fails, "; "))
-		if verbose || len(checks) == 0 {
-			fmt.Println(indent(string(log)))
-		}
+		dir := filepath.Join(r.out, sc)
+		log, runErr := exec.Command(node, cli, "server", "--url", endpoint, "--scenario", sc, "--spec-version", "2026-07-28", "-o", dir).CombinedOutput()
+		r.judge(sc, dir, runErr, true, false, log)
 	}
-	fmt.Printf("%d passed, %d failed\n", passed, failed)
-	if failed > 0 {
-		return 1
-	}
-	return 0
+	return r.summary("")
 }
 
 type check struct {
