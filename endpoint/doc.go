@@ -16,15 +16,19 @@
 //     (targets.go), declared inputs gathered, and either the open
 //     questions asked under a newly sealed state or the webhook called
 //     (webhookclient.go);
-//   - exchange.go: the answer written, as JSON or as an event stream.
+//   - exchange.go: the answer written, as JSON or as an event stream
+//     (jsonrpc.go: JSON-RPC errors, responses and server-sent events).
+//
+// The database is reached through the small interfaces of store.go.
 //
 // The same endpoint serves initialization-era clients (2025-11-25 and
-// earlier), decided per request (era.go): initialize starts a session
-// whose id any replica verifies (legacysession.go); a session's
-// tools/call, prompts/get and resources/read run the same rounds, bridged
-// onto the call's event stream as server-to-client requests
-// (legacybridge.go), with the client's answers relayed from whichever
-// replica receives them (legacyrelay.go).
+// earlier), decided per request (era.go) and served by legacy.go:
+// initialize starts a session whose id any replica verifies
+// (legacysession.go); a session's tools/call, prompts/get and
+// resources/read run the same rounds, bridged onto the call's event
+// stream as server-to-client requests (legacybridge.go), with the
+// client's answers relayed from whichever replica receives them
+// (legacyrelay.go).
 //
 // The facts of the round are gathered on the way into one Round value
 // (round.go) and handed, once, after the answer is written, to every

@@ -1,6 +1,17 @@
-// Package store persists tenants and their catalogues with GORM, on
-// SQLite (the embedded default, pure Go) or PostgreSQL, and applies the
-// embedded migrations.
+// Package store is the platform's database, and the only code that
+// touches its tables: GORM on SQLite (the embedded default, pure Go) or
+// PostgreSQL, with the embedded migrations (package migrations).
+//
+// Store opens, migrates and closes it (store.go); what it keeps is
+// reached through parts named for it: Tenants (tenants.go, items.go and
+// bulk.go: tenants and their catalogues; secrets.go: webhook secrets
+// sealed at rest), Record (the flow record, package store/record),
+// Legacy (legacy.go: initialization-era sessions and the answers relayed
+// between replicas), KeyRings (keyrings.go), Credentials (tokens.go and
+// sessions.go: admin API tokens and ended sign-ins), Audit (audit.go) and
+// Revocations (consumed.go and revoked.go: single-use states consumed and
+// flows cancelled). The connection the parts share, with PostgreSQL's
+// notifications, is package store/internal/sqldb.
 package store
 
 import (

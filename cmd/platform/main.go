@@ -1,9 +1,22 @@
 // Command platform runs the hosted multi-tenant MCP platform.
 //
-//	platform serve     run a replica
-//	platform dev       the whole platform, a demo tenant and the admin UI on this machine
-//	platform migrate   apply database migrations and exit
-//	platform version   print the version
+//	platform serve            run a replica
+//	platform dev              the whole platform, a demo tenant and the admin UI on this machine
+//	platform migrate          apply pending database migrations and exit
+//	platform reseal-secrets   seal stored webhook secrets under the first of --secrets-keys
+//	platform call             call an MCP endpoint from the terminal, answering its questions
+//	platform keys             show, rotate or revoke a tenant's keys
+//	platform version          print the version
+//
+// The replica itself is package server; this command parses settings and
+// runs it. Beside that, by file: main.go (the commands, serve, migrate,
+// reseal-secrets); dev.go, devdata.go and devsetup.go (platform dev: its
+// data folder, the development issuer and demo tenant of internal/, the
+// admin UI's sign-in, set up through the admin API like any admin
+// would); call.go, args.go, form.go, prompt.go and print.go (platform
+// call: a terminal MCP client on package client, typing arguments from
+// the tool's schema and asking the person the server's questions);
+// keys.go (platform keys, over the admin API).
 package main
 
 import (
