@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/opsmcp/platform/server"
 	"github.com/opsmcp/platform/telemetry"
 	"github.com/opsmcp/platform/testkit/platformtest"
@@ -178,10 +181,10 @@ func BenchmarkTelemetryOverheadPaired(b *testing.B) {
 // carry the MRTR attributes, state links and a flow span.
 func BenchmarkTelemetryThroughput(b *testing.B) {
 	for _, round := range []string{"call", "flow"} {
-		for _, mode := range []string{"off", "on"} {
+		for _, mode := range []string{"off", "on", "sdk"} {
 			b.Run("round="+round+"/telemetry="+mode, func(b *testing.B) {
 				tel := telemetry.Disabled()
-				if mode == "on" {
+				if mode != "off" {
 					sink, _ := otlpSink(b)
 					env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": sink.URL, "OTEL_METRICS_EXPORTER": "otlp"}
 					prom := true
@@ -191,9 +194,15 @@ func BenchmarkTelemetryThroughput(b *testing.B) {
 					case "metrics":
 						env["OTEL_TRACES_EXPORTER"] = "none"
 					}
+					cfg := telemetry.Config{Version: "bench", Prometheus: prom, Getenv: func(k string) string { return env[k] }}
+					if mode == "sdk" {
+						// The same spans through the OpenTelemetry SDK's own
+						// path (its tracer, batch processor and OTLP/HTTP
+						// exporter) instead of the platform's, metrics as on.
+						cfg.TracerProvider = sdkTracerProvider(b, sink.URL)
+					}
 					var err error
-					if tel, err = telemetry.Setup(context.Background(), telemetry.Config{Version: "bench", Prometheus: prom,
-						Getenv: func(k string) string { return env[k] }}); err != nil {
+					if tel, err = telemetry.Setup(context.Background(), cfg); err != nil {
 						b.Fatal(err)
 					}
 					b.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
@@ -229,6 +238,19 @@ func BenchmarkTelemetryThroughput(b *testing.B) {
 			})
 		}
 	}
+}
+
+// sdkTracerProvider is the OpenTelemetry SDK's span path with the
+// settings the platform's uses by default: parent-based always-on
+// sampling, the batch processor's defaults, OTLP/HTTP protobuf to url.
+func sdkTracerProvider(b *testing.B, url string) *sdktrace.TracerProvider {
+	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(url+"/v1/traces"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())))
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return tp
 }
 
 // flowFirst starts the two-round flow of the confirm tool.
