@@ -76,6 +76,82 @@ type Tool struct {
 	// running the tool twice. Tools with annotations.destructiveHint are
 	// single-use whatever this says.
 	SingleUse bool `json:"singleUse,omitempty"`
+	// Task says whether the tool's calls may run as tasks (the Tasks
+	// extension), for work longer than one delivery's deadline.
+	Task *TaskSettings `json:"task,omitempty"`
+}
+
+// TaskSettings say whether a tool's calls run as tasks, and for how long.
+type TaskSettings struct {
+	// Mode is TaskNever (the default), TaskMay or TaskMust.
+	Mode string `json:"mode,omitempty"`
+	// TTLMs is how long a task is kept from its creation, finished or not;
+	// 0 means DefaultTaskTTLMs.
+	TTLMs int64 `json:"ttlMs,omitempty"`
+	// DeadlineMs is the longest the backend may go without a report while
+	// a task is working, before the task fails; 0 means
+	// DefaultTaskDeadlineMs (or less, to stay below the TTL).
+	DeadlineMs int64 `json:"deadlineMs,omitempty"`
+	// PollIntervalMs is how often clients are asked to poll; 0 means
+	// DefaultTaskPollIntervalMs.
+	PollIntervalMs int64 `json:"pollIntervalMs,omitempty"`
+}
+
+// Task modes.
+const (
+	// TaskNever: every call answers within one delivery.
+	TaskNever = "never"
+	// TaskMay: a call from a client that can follow tasks is offered to
+	// the backend as one, which may accept it or answer at once.
+	TaskMay = "may"
+	// TaskMust: as TaskMay, and a client that cannot follow tasks is
+	// refused (-32021).
+	TaskMust = "must"
+)
+
+// Task bounds and defaults, in milliseconds.
+const (
+	DefaultTaskTTLMs          = 3_600_000
+	MaxTaskTTLMs              = 7 * 24 * 3_600_000
+	DefaultTaskDeadlineMs     = 600_000
+	MinTaskDeadlineMs         = 1_000
+	DefaultTaskPollIntervalMs = 2_000
+	MinTaskPollIntervalMs     = 100
+	MaxTaskPollIntervalMs     = 60_000
+)
+
+// TaskMode is the tool's task mode, TaskNever when unset.
+func (t *Tool) TaskMode() string {
+	if t.Task == nil || t.Task.Mode == "" {
+		return TaskNever
+	}
+	return t.Task.Mode
+}
+
+// TTL is a task's lifetime in milliseconds.
+func (s *TaskSettings) TTL() int64 {
+	if s == nil || s.TTLMs == 0 {
+		return DefaultTaskTTLMs
+	}
+	return s.TTLMs
+}
+
+// Deadline is how long, in milliseconds, a working task may go without a
+// report: the setting, or the default, kept below the TTL.
+func (s *TaskSettings) Deadline() int64 {
+	if s != nil && s.DeadlineMs > 0 {
+		return s.DeadlineMs
+	}
+	return min(int64(DefaultTaskDeadlineMs), s.TTL()-1)
+}
+
+// PollInterval is the polling interval clients are asked to keep, in
+// milliseconds.
+func (s *TaskSettings) PollInterval() int64 {
+	if s == nil || s.PollIntervalMs == 0 {
+		return DefaultTaskPollIntervalMs
+	}
+	return s.PollIntervalMs
 }
 
 // OnceOnly reports whether each request state of t's flows is consumed by

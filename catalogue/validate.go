@@ -71,6 +71,27 @@ func (p *problems) handler(field string, h *Handler, required bool) {
 	}
 }
 
+// task checks a tool's task settings.
+func (p *problems) task(field string, s *TaskSettings) {
+	if s == nil {
+		return
+	}
+	switch s.Mode {
+	case "", TaskNever, TaskMay, TaskMust:
+	default:
+		p.add(field+".mode", "must be %q, %q or %q, not %q", TaskNever, TaskMay, TaskMust, s.Mode)
+	}
+	if s.TTLMs != 0 && (s.TTLMs < 2*MinTaskDeadlineMs || s.TTLMs > MaxTaskTTLMs) {
+		p.add(field+".ttlMs", "must be between %d and %d (0 means the default %d)", 2*MinTaskDeadlineMs, MaxTaskTTLMs, DefaultTaskTTLMs)
+	}
+	if s.DeadlineMs != 0 && (s.DeadlineMs < MinTaskDeadlineMs || s.DeadlineMs >= s.TTL()) {
+		p.add(field+".deadlineMs", "must be at least %d and below the task's TTL (%d)", MinTaskDeadlineMs, s.TTL())
+	}
+	if s.PollIntervalMs != 0 && (s.PollIntervalMs < MinTaskPollIntervalMs || s.PollIntervalMs > MaxTaskPollIntervalMs) {
+		p.add(field+".pollIntervalMs", "must be between %d and %d (0 means the default %d)", MinTaskPollIntervalMs, MaxTaskPollIntervalMs, DefaultTaskPollIntervalMs)
+	}
+}
+
 // ValidateWebhookURL checks that u is an absolute http(s) URL without
 // credentials or fragment. Whether its host may be private is decided at
 // connect time, not here.
@@ -119,6 +140,7 @@ func ValidateTool(t *Tool) error {
 	}
 	p.handler("handler", t.Handler, true)
 	p.inputs(t.Inputs)
+	p.task("task", t.Task)
 	for i, sc := range t.Scopes {
 		if sc == "" || strings.ContainsAny(sc, " \"\\") {
 			p.add(fmt.Sprintf("scopes[%d]", i), "must be a non-empty scope token")

@@ -26,13 +26,19 @@ import (
 
 // Options configures every tenant's endpoint.
 type Options struct {
-	// Catalogues, Revocations and Sessions are the parts of the
-	// database the endpoint uses (store.Store's Tenants, Revocations and
-	// Legacy); Sessions only when legacy clients are served.
+	// Catalogues, Revocations, Sessions and Tasks are the parts of the
+	// database the endpoint uses (store.Store's Tenants, Revocations,
+	// Legacy and Tasks); Sessions only when legacy clients are served.
 	Catalogues  CatalogueStore
 	Revocations RevocationStore
 	Sessions    SessionStore
-	Logger      *slog.Logger
+	// Tasks keeps tasks (store.Store's Tasks part).
+	Tasks TaskStore
+	// Changes follows the flow record's changes (the record's watcher),
+	// so a stream following a task hears of its changes from any
+	// replica; nil leaves it to the streams' catch-up read.
+	Changes FlowChanges
+	Logger  *slog.Logger
 	// PublicURL is the platform's external base URL; a tenant's canonical
 	// resource URL is PublicURL + "/t/{slug}/mcp".
 	PublicURL string
@@ -91,13 +97,15 @@ type Handler struct {
 	tel        roundTelemetry
 	sinks      sinks
 	legacy     *legacy // nil when legacy clients are not served
+	tasks      *taskEngine
 
 	publicHost   string
 	allowedHosts map[string]bool
 
-	stop     context.CancelFunc
-	done     chan struct{}
-	closeOne sync.Once
+	stop      context.CancelFunc
+	done      chan struct{}
+	tasksDone chan struct{}
+	closeOne  sync.Once
 }
 
 // New starts the endpoint and its refresh loop; Close stops it.
@@ -146,6 +154,8 @@ func New(ctx context.Context, opts Options) (*Handler, error) {
 		verifier: opts.Verifier,
 		tel:      roundTelemetry{tel: opts.Telemetry},
 		done:     make(chan struct{}),
+
+		tasksDone: make(chan struct{}),
 	}
 	e.catalogues = newCatalogues(opts.Catalogues, log, opts.Refresh, opts.Version, opts.PublicURL, e.hub.publish)
 	e.flows = &flowEngine{
@@ -155,6 +165,9 @@ func New(ctx context.Context, opts Options) (*Handler, error) {
 	}
 	e.sinks = append(sinks{e.tel}, opts.Sinks...)
 	e.flows.running = e.sinks.running
+	e.tasks = &taskEngine{store: opts.Tasks, webhooks: e.flows.webhooks, log: log, publicURL: opts.PublicURL,
+		emit: e.sinks.taskEvent, now: time.Now, catalogue: e.catalogues.lookup, tel: opts.Telemetry, changes: opts.Changes}
+	e.flows.tasks = e.tasks
 	e.flows.consume = opts.Revocations.ConsumeState
 	if u, err := url.Parse(opts.PublicURL); err == nil {
 		e.publicHost = u.Host
@@ -169,6 +182,10 @@ func New(ctx context.Context, opts Options) (*Handler, error) {
 		e.legacy = newLegacy(rctx, e, opts.Legacy)
 	}
 	go e.refresh(rctx)
+	go func() {
+		defer close(e.tasksDone)
+		e.tasks.run(rctx)
+	}()
 	return e, nil
 }
 
@@ -177,6 +194,7 @@ func (e *Handler) Close() {
 	e.closeOne.Do(func() {
 		e.stop()
 		<-e.done
+		<-e.tasksDone
 		if e.legacy != nil {
 			e.legacy.close()
 		}
@@ -243,8 +261,10 @@ var ErrBadFlowID = errors.New("not a flow id")
 
 // CancelFlow revokes a tenant's flow: its next round, on any replica, gets
 // the frozen requestState rejection. The revocation lasts as long as any
-// state of the flow could still be valid.
-func (e *Handler) CancelFlow(ctx context.Context, slug, flowID string) error {
+// state of the flow could still be valid. A flow that became a task has
+// its task cancelled too, and the task's backend told (by, an admin's
+// name, is who cancelled).
+func (e *Handler) CancelFlow(ctx context.Context, slug, flowID, by string) error {
 	if !mrtr.ValidFlowID(flowID) {
 		return ErrBadFlowID
 	}
@@ -261,7 +281,17 @@ func (e *Handler) CancelFlow(ctx context.Context, slug, flowID string) error {
 		return err
 	}
 	e.revoked.add(tenantID, flowID)
-	return nil
+	tk, err := e.tasks.store.ByFlow(ctx, flowID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case tk.TenantID != tenantID:
+		return nil
+	}
+	_, _, err = e.tasks.cancelTask(ctx, tk.ID, "admin:"+by)
+	return err
 }
 
 // ServeHTTP serves POST /t/{slug}/mcp: one JSON-RPC request, answered as
@@ -403,6 +433,12 @@ func (e *Handler) dispatch(x *exchange, c *call) {
 		x.answer(e.flows.run(x.ctx, c, x.round, x))
 	case mcp.MethodSubscriptionsListen:
 		e.listen(x, c)
+	case mcp.MethodTasksGet:
+		x.answer(e.tasks.get(x.ctx, c))
+	case mcp.MethodTasksUpdate:
+		x.answer(e.tasks.update(x.ctx, c, x.round))
+	case mcp.MethodTasksCancel:
+		x.answer(e.tasks.cancel(x.ctx, c, x.round))
 	default:
 		msg := "Method not found: " + c.method
 		if removed[c.method] {

@@ -19,12 +19,15 @@ type answer struct {
 	err           *rpcError
 	// toolError marks a complete tools/call result with isError set.
 	toolError bool
+	// task marks a tools/call answered with a task (CreateTaskResult).
+	task bool
 }
 
 func completed(result any) answer              { return answer{complete: result} }
 func failed(e *rpcError) answer                { return answer{err: e} }
 func toolFailed(result any) answer             { return answer{complete: result, toolError: true} }
 func asked(r *mrtr.InputRequiredResult) answer { return answer{inputRequired: r} }
+func taskAnswer(result any) answer             { return answer{complete: result, task: true} }
 
 // exchange is one HTTP request and its answer: the writer, the context
 // the work runs in (carrying the request's span once it started), the
@@ -61,6 +64,9 @@ func (x *exchange) answer(a answer) {
 	case a.inputRequired != nil:
 		x.round.ResultType = mcp.ResultTypeInputRequired
 		x.write(a.inputRequired)
+	case a.task:
+		x.round.ResultType = mcp.ResultTypeTask
+		x.write(a.complete)
 	default:
 		x.round.ResultType = mcp.ResultTypeComplete
 		x.round.ToolError = a.toolError

@@ -31,6 +31,7 @@ const webhookKeyPrefix = "wh."
 type flowEngine struct {
 	sealing  *sealing
 	webhooks *webhookClient
+	tasks    *taskEngine
 	log      *slog.Logger
 	// running is told when a round of a flow calls the webhook.
 	running func(ctx context.Context, rd *Round)
@@ -132,15 +133,28 @@ func (f *flowEngine) run(ctx context.Context, c *call, rd *Round, ev events) ans
 			return a
 		}
 	}
-	resp, we := f.deliver(ctx, c, t, fl, answers, hookResponses, rd, ev)
+	var tk *store.Task
+	if offersTask(c, t) {
+		var e *rpcError
+		if tk, e = f.tasks.create(ctx, c, t, fl, rd); e != nil {
+			return failed(e)
+		}
+	}
+	resp, we := f.deliver(ctx, c, t, fl, answers, hookResponses, rd, ev, tk)
+	if tk != nil && (we != nil || resp.Type != webhook.TypeAccepted) {
+		f.tasks.dropped(ctx, tk) // answered at once: the client never hears of the task
+	}
 	if we != nil {
 		if we.Class == "canceled" {
 			return answer{} // the client went away: nothing to answer
 		}
 		return webhookFailed(c, t, we)
 	}
+	if resp.Type == webhook.TypeAccepted {
+		return f.tasks.accepted(ctx, c, tk, resp.Message, rd)
+	}
 	if resp.Type == webhook.TypeInputRequired {
-		open, keys, e, err := webhookInputs(resp.InputRequests, c.caps)
+		open, keys, e, err := webhookInputs(resp.InputRequests, c.caps, webhookKeyPrefix)
 		if err != nil {
 			return webhookFailed(c, t, &WebhookError{Class: "contract", Detail: err.Error()})
 		}
@@ -324,7 +338,7 @@ func (f *flowEngine) seal(ctx context.Context, sealer *roundSealer, b mrtr.Bindi
 
 // deliver calls the target's webhook with everything the round gathered.
 func (f *flowEngine) deliver(ctx context.Context, c *call, t *target, fl *flow, answers map[string]webhook.Answer,
-	hookResponses map[string]json.RawMessage, rd *Round, ev events) (*webhook.Response, *WebhookError) {
+	hookResponses map[string]json.RawMessage, rd *Round, ev events, tk *store.Task) (*webhook.Response, *WebhookError) {
 	req := &webhook.Request{
 		Version:            webhook.Version,
 		Kind:               t.kind,
@@ -336,6 +350,9 @@ func (f *flowEngine) deliver(ctx context.Context, c *call, t *target, fl *flow, 
 		Flow:               webhook.Flow{ID: fl.id, Round: fl.number},
 		ClientCapabilities: c.rawCaps,
 		Stream:             ev.delivering(),
+	}
+	if tk != nil {
+		req.Task = f.tasks.offer(tk)
 	}
 	if p := c.principal; p != nil {
 		req.Principal = &webhook.Principal{Issuer: p.Issuer, Subject: p.Subject, Client: p.Client}
@@ -484,9 +501,10 @@ func parseResponses(raw json.RawMessage) (map[string]json.RawMessage, *rpcError)
 }
 
 // webhookInputs checks the input requests a webhook asked for and turns
-// them into wire input requests under the webhook's key namespace. A
-// request the client's capabilities do not allow is -32021.
-func webhookInputs(reqs map[string]json.RawMessage, caps mrtr.ClientCapabilities) (map[string]mrtr.InputRequest, []string, *rpcError, error) {
+// them into wire input requests, their keys under prefix (the webhook's
+// key namespace in a flow; none in a task). A request the client's
+// capabilities do not allow is -32021.
+func webhookInputs(reqs map[string]json.RawMessage, caps mrtr.ClientCapabilities, prefix string) (map[string]mrtr.InputRequest, []string, *rpcError, error) {
 	if len(reqs) > mrtr.MaxInputs {
 		return nil, nil, nil, fmt.Errorf("%d input requests in one answer; at most %d", len(reqs), mrtr.MaxInputs)
 	}
@@ -512,7 +530,7 @@ func webhookInputs(reqs map[string]json.RawMessage, caps mrtr.ClientCapabilities
 		default:
 			return nil, nil, nil, fmt.Errorf("input request %q: method %q is not elicitation/create, sampling/createMessage or roots/list", k, ir.Method)
 		}
-		out[webhookKeyPrefix+k] = ir
+		out[prefix+k] = ir
 		keys = append(keys, k)
 	}
 	if missing, lacking := mrtr.MissingCapabilities(out, caps); lacking {

@@ -2,31 +2,39 @@ package endpoint
 
 import (
 	"encoding/json"
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/opsmcp/platform/mcp"
+	"github.com/opsmcp/platform/store/record"
 )
 
 // discover answers server/discover.
 func (e *Handler) discover(c *call) answer {
 	s := c.snap
+	caps := map[string]any{
+		"tools":       map[string]any{"listChanged": true},
+		"prompts":     map[string]any{"listChanged": true},
+		"resources":   map[string]any{"listChanged": true},
+		"completions": map[string]any{},
+		"logging":     map[string]any{},
+	}
+	if s.tasks {
+		// The extension, exactly {}, and never the 2025-11-25 revision's
+		// capabilities.tasks at this revision.
+		caps["extensions"] = map[string]any{mcp.ExtensionTasks: map[string]any{}}
+	}
 	return completed(map[string]any{
 		"resultType":        mcp.ResultTypeComplete,
 		"supportedVersions": supportedVersions,
-		"capabilities": map[string]any{
-			"tools":       map[string]any{"listChanged": true},
-			"prompts":     map[string]any{"listChanged": true},
-			"resources":   map[string]any{"listChanged": true},
-			"completions": map[string]any{},
-			"logging":     map[string]any{},
-		},
-		"instructions": s.settings.Instructions,
-		"ttlMs":        s.settings.ListTTL(),
-		"cacheScope":   "private",
-		"_meta":        s.info,
+		"capabilities":      caps,
+		"instructions":      s.settings.Instructions,
+		"ttlMs":             s.settings.ListTTL(),
+		"cacheScope":        "private",
+		"_meta":             s.info,
 	})
 }
 
@@ -146,10 +154,23 @@ func (e *Handler) listen(x *exchange, c *call) {
 		PromptsListChanged    bool     `json:"promptsListChanged"`
 		ResourcesListChanged  bool     `json:"resourcesListChanged"`
 		ResourceSubscriptions []string `json:"resourceSubscriptions"`
+		TaskIDs               []string `json:"taskIds"`
 	}
 	if len(c.p.Notifications) > 0 && json.Unmarshal(c.p.Notifications, &req) != nil {
-		x.fail(errInvalidParams("Invalid params: notifications must be an object of booleans"))
+		x.fail(errInvalidParams("Invalid params: notifications must be an object of booleans (and taskIds, an array of task ids)"))
 		return
+	}
+	var tasks *taskWatch
+	if req.TaskIDs != nil {
+		if !c.declaresTasks() {
+			x.fail(errTasksCapability())
+			return
+		}
+		if len(req.TaskIDs) > maxWatchedTasks {
+			x.fail(errInvalidParams(fmt.Sprintf("Invalid params: a stream follows at most %d tasks", maxWatchedTasks)))
+			return
+		}
+		tasks = e.tasks.watch(x.ctx, c, req.TaskIDs)
 	}
 	subID := c.id
 	meta := map[string]any{mcp.MetaSubscriptionID: subID}
@@ -162,6 +183,9 @@ func (e *Handler) listen(x *exchange, c *call) {
 	}
 	if req.ResourcesListChanged {
 		agreed["resourcesListChanged"] = true
+	}
+	if tasks != nil {
+		agreed["taskIds"] = tasks.accepted()
 	}
 	// Static resources never change content in place (a change is a new
 	// catalogue version, announced by resourcesListChanged), so
@@ -180,10 +204,49 @@ func (e *Handler) listen(x *exchange, c *call) {
 	}
 	keepAlive := time.NewTicker(streamKeepAlive)
 	defer keepAlive.Stop()
+	var taskChanges <-chan record.Change
+	var catchUp <-chan time.Time
+	if tasks.following() {
+		taskChanges = tasks.subscribe(x.ctx)
+		t := time.NewTicker(taskCatchUp)
+		defer t.Stop()
+		catchUp = t.C
+	}
+	notify := func(changed []map[string]any) bool {
+		for _, n := range changed {
+			n["_meta"] = meta
+			if sse.send(notification{JSONRPC: "2.0", Method: mcp.NotificationTasks, Params: n}) != nil {
+				return false
+			}
+		}
+		return true
+	}
 	for {
 		select {
 		case <-x.ctx.Done():
 			return
+		case ch, ok := <-taskChanges:
+			if !ok {
+				taskChanges = nil // fell behind or stopped: the catch-up read carries on
+				if !notify(tasks.changed(x.ctx, "")) {
+					return
+				}
+				continue
+			}
+			flowID := "" // a reset: read every task again
+			if ch.Flow != nil && !ch.Reset {
+				flowID = ch.Flow.ID
+			}
+			if !notify(tasks.changed(x.ctx, flowID)) {
+				return
+			}
+		case <-catchUp:
+			if !notify(tasks.changed(x.ctx, "")) {
+				return
+			}
+			if taskChanges == nil && tasks.following() {
+				taskChanges = tasks.subscribe(x.ctx)
+			}
 		case <-keepAlive.C:
 			if sse.comment() != nil {
 				return

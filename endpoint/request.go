@@ -28,6 +28,9 @@ type params struct {
 	Argument       json.RawMessage
 	Context        json.RawMessage
 	Notifications  json.RawMessage
+	TaskID         json.RawMessage
+	// Task is the 2025-11-25 revision's task request (params.task).
+	Task json.RawMessage
 }
 
 // meta holds the params._meta values the platform reads, each as sent; a
@@ -96,6 +99,10 @@ func (p *params) field(key []byte) *json.RawMessage {
 		return &p.Context
 	case "notifications":
 		return &p.Notifications
+	case "taskId":
+		return &p.TaskID
+	case "task":
+		return &p.Task
 	}
 	for _, f := range paramFields {
 		if bytes.EqualFold(key, []byte(f)) {
@@ -105,7 +112,7 @@ func (p *params) field(key []byte) *json.RawMessage {
 	return nil
 }
 
-var paramFields = [...]string{"name", "uri", "arguments", "cursor", "inputResponses", "requestState", "ref", "argument", "context", "notifications"}
+var paramFields = [...]string{"name", "uri", "arguments", "cursor", "inputResponses", "requestState", "ref", "argument", "context", "notifications", "taskId", "task"}
 
 // errSlowPath makes parseRequest decode the body the general way
 // (parseSlow): params that are not an object, a key with escapes or
@@ -318,6 +325,7 @@ type request struct {
 	logLevel      string
 	name          string // params.name, decoded
 	uri           string // params.uri, decoded
+	taskID        string // params.taskId, decoded (tasks/*)
 }
 
 // wrapped is a JSON-RPC message as it arrives.
@@ -420,6 +428,8 @@ type slowParams struct {
 	Argument       json.RawMessage            `json:"argument"`
 	Context        json.RawMessage            `json:"context"`
 	Notifications  json.RawMessage            `json:"notifications"`
+	TaskID         json.RawMessage            `json:"taskId"`
+	Task           json.RawMessage            `json:"task"`
 }
 
 // parseSlow is parseRequest the general way: the envelope with the
@@ -450,7 +460,8 @@ func parseSlow(trimmed []byte) (*request, *rpcError) {
 			return q, errInvalidParams("Invalid params")
 		}
 		q.p = params{Name: p.Name, URI: p.URI, Arguments: p.Arguments, Cursor: p.Cursor, InputResponses: p.InputResponses,
-			RequestState: p.RequestState, Ref: p.Ref, Argument: p.Argument, Context: p.Context, Notifications: p.Notifications}
+			RequestState: p.RequestState, Ref: p.Ref, Argument: p.Argument, Context: p.Context, Notifications: p.Notifications,
+			TaskID: p.TaskID, Task: p.Task}
 		if p.Meta != nil {
 			q.p.Meta.present = true
 			for k, v := range p.Meta {
@@ -575,6 +586,13 @@ func (q *request) readTarget(legacy bool) (string, *rpcError) {
 		field, raw = "name", q.p.Name
 	case mcp.MethodResourcesRead:
 		field, raw = "uri", q.p.URI
+	case mcp.MethodTasksGet, mcp.MethodTasksUpdate, mcp.MethodTasksCancel:
+		field, raw = "taskId", q.p.TaskID
+	case mcp.MethodTasksResult:
+		if !legacy {
+			return "", nil // removed in 2026-07-28: -32601, whatever it names
+		}
+		field, raw = "taskId", q.p.TaskID
 	case mcp.MethodSubscribe, mcp.MethodUnsubscribe:
 		if !legacy {
 			return "", nil
@@ -587,10 +605,13 @@ func (q *request) readTarget(legacy bool) (string, *rpcError) {
 	if len(raw) == 0 || !ok || v == "" {
 		return "", errInvalidParams("Invalid params: " + field + " must be a non-empty string")
 	}
-	if field == "name" {
+	switch field {
+	case "name":
 		q.name = v
-	} else {
+	case "uri":
 		q.uri = v
+	default:
+		q.taskID = v
 	}
 	return v, nil
 }

@@ -97,6 +97,10 @@ type Round struct {
 	ErrorMessage string
 	// Answered says an answer was written at all.
 	Answered bool
+	// TaskID is the task the request created or changed: a tools/call
+	// answered with a task, a tasks/update that took answers, a
+	// tasks/cancel that cancelled.
+	TaskID string
 
 	// Content is set only for tenants that opted into content recording
 	// (settings.traceContent): the tool arguments and the complete result.
@@ -227,6 +231,15 @@ func (s sinks) running(ctx context.Context, r *Round) {
 	for _, k := range s {
 		if rs, ok := k.(RunningSink); ok {
 			rs.Running(ctx, r)
+		}
+	}
+}
+
+// taskEvent hands a task event to the sinks that take them.
+func (s sinks) taskEvent(ctx context.Context, ev *TaskEvent) {
+	for _, k := range s {
+		if ts, ok := k.(TaskSink); ok {
+			ts.TaskEvent(ctx, ev)
 		}
 	}
 }

@@ -39,8 +39,11 @@ type snapshot struct {
 	// scopes are every scope the tenant advertises or a tool requires.
 	scopes []string
 
-	tools     map[string]*toolEntry
-	toolList  []json.RawMessage
+	tools    map[string]*toolEntry
+	toolList []json.RawMessage
+	// tasks says a tool may run as a task: server/discover advertises
+	// the Tasks extension.
+	tasks     bool
 	prompts   map[string]*promptEntry
 	promptLst []json.RawMessage
 	resources map[string]*resourceEntry
@@ -146,6 +149,7 @@ func buildSnapshot(c *store.Catalogue, version, publicURL string) (*snapshot, []
 			e.spanName, e.flowName = spanNames(mcp.MethodToolsCall, e.def.Name)
 			s.tools[e.def.Name] = e
 			s.toolList = append(s.toolList, mustJSON(toolListing(&e.def)))
+			s.tasks = s.tasks || e.def.TaskMode() != catalogue.TaskNever
 		case catalogue.KindPrompt:
 			e := &promptEntry{secret: secret(it)}
 			if err := json.Unmarshal([]byte(it.Spec), &e.def); err != nil {

@@ -45,3 +45,16 @@ type SessionStore interface {
 	ListenRelayed(ctx context.Context) (<-chan string, error)
 	TakeRelayed(ctx context.Context, targets []string) ([]store.LegacyRelay, error)
 }
+
+// TaskStore keeps tasks: created before the client hears of them,
+// changed with check-and-set writes, swept by their due time.
+type TaskStore interface {
+	Create(ctx context.Context, t *store.Task, limits store.TaskLimits) error
+	Get(ctx context.Context, id string) (*store.Task, error)
+	ByFlow(ctx context.Context, flowID string) (*store.Task, error)
+	Update(ctx context.Context, id string, change func(*store.Task) error) (*store.Task, error)
+	Delete(ctx context.Context, id string) error
+	Due(ctx context.Context, now time.Time, limit int) ([]store.Task, error)
+	DeleteExpired(ctx context.Context, now time.Time, limit int) (int64, error)
+	List(ctx context.Context, tenantID, principalHash, sessionID, after string, limit int) ([]store.Task, error)
+}

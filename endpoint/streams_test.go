@@ -85,6 +85,7 @@ func trustingTenant(t *testing.T, p *platformtest.Platform, slug, issuer string)
 type stream struct {
 	Status int
 	Body   string // the answer, when it was not a stream
+	ack    map[string]any
 	events chan map[string]any
 	stop   context.CancelFunc
 }
@@ -94,8 +95,15 @@ type stream struct {
 // accepted one has its first event, the acknowledgement, read already.
 func openStream(t *testing.T, base, slug, token string) *stream {
 	t.Helper()
+	return openListen(t, base, slug, token, obj{"toolsListChanged": true}, nil)
+}
+
+// openListen opens a subscriptions/listen stream asking for
+// notifications, from a client declaring caps.
+func openListen(t *testing.T, base, slug, token string, notifications, caps obj) *stream {
+	t.Helper()
 	body, _ := json.Marshal(obj{"jsonrpc": "2.0", "id": "sub-1", "method": "subscriptions/listen",
-		"params": obj{"notifications": obj{"toolsListChanged": true}, "_meta": platformtest.Meta(nil)}})
+		"params": obj{"notifications": notifications, "_meta": platformtest.Meta(caps)}})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	req, _ := http.NewRequestWithContext(ctx, "POST", base+"/t/"+slug+"/mcp", bytes.NewReader(body))
@@ -134,8 +142,8 @@ func openStream(t *testing.T, base, slug, token string) *stream {
 			}
 		}
 	}()
-	if ack := s.next(t); ack["method"] != "notifications/subscriptions/acknowledged" {
-		t.Fatalf("first event %v", ack)
+	if s.ack = s.next(t); s.ack["method"] != "notifications/subscriptions/acknowledged" {
+		t.Fatalf("first event %v", s.ack)
 	}
 	return s
 }

@@ -30,6 +30,9 @@ type target struct {
 	handler  *catalogue.Handler
 	secret   string
 	args     json.RawMessage // what the webhook receives as arguments
+	// task is the tool's task settings; nil for prompts, resources and
+	// tools that never run as tasks.
+	task *catalogue.TaskSettings
 }
 
 // findTarget finds what a carrier request runs. Requests answered
@@ -60,6 +63,10 @@ func toolTarget(c *call) (*target, answer) {
 	} else if args[0] != '{' {
 		return nil, failed(errInvalidParams("Invalid params: arguments must be an object"))
 	}
+	if tool.def.TaskMode() == catalogue.TaskMust && !c.declaresTasks() {
+		// Before any round: the call could never finish for this client.
+		return nil, failed(errTasksCapability())
+	}
 	if c.principal != nil && len(tool.def.Scopes) > 0 {
 		if missing := c.principal.HasScopes(tool.def.Scopes); len(missing) > 0 {
 			// Name every scope the tool needs, so one new token suffices.
@@ -75,7 +82,7 @@ func toolTarget(c *call) (*target, answer) {
 		return nil, toolFailed(toolError(c.snap, "Invalid arguments: "+msg))
 	}
 	return &target{kind: webhook.KindTool, name: tool.def.Name, inputs: tool.declared, onceOnly: tool.def.OnceOnly(),
-		handler: tool.def.Handler, secret: tool.secret, args: args}, answer{}
+		handler: tool.def.Handler, secret: tool.secret, args: args, task: tool.def.Task}, answer{}
 }
 
 // validateArgs checks arguments against the tool's input schema and

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -85,8 +86,10 @@ func (t roundTelemetry) begin(rd *Round, md *meta) context.Context {
 			}
 		}
 	}
-	if !t.tel.Tracing() {
+	if !t.tel.Tracing() || rd.Method == mcp.MethodTasksGet {
 		// No spans, but the caller's context still reaches the webhook.
+		// A task's polls are counted, not traced: an hour-long task polled
+		// every 2 s would be 1,800 spans.
 		st.span = trace.SpanFromContext(parent)
 		return parent
 	}
@@ -144,10 +147,60 @@ func boundedMethod(m string) string {
 		mcp.MethodResourcesList, mcp.MethodResourcesTemplatesList, mcp.MethodResourcesRead, mcp.MethodComplete,
 		mcp.MethodSubscriptionsListen, mcp.MethodInitialize, mcp.NotificationInitialized, mcp.MethodPing,
 		mcp.MethodSetLevel, mcp.MethodSubscribe, mcp.MethodUnsubscribe,
-		mcp.NotificationCancelled, mcp.NotificationProgress:
+		mcp.NotificationCancelled, mcp.NotificationProgress,
+		mcp.MethodTasksGet, mcp.MethodTasksUpdate, mcp.MethodTasksCancel, mcp.MethodTasksResult, mcp.MethodTasksList:
 		return m
 	}
 	return "_OTHER"
+}
+
+// TaskEvent traces a task's lifecycle event, an INTERNAL span "task
+// {kind}" in the task's trace (a child of the round that created it,
+// whichever replica records it), and counts it.
+func (t roundTelemetry) TaskEvent(ctx context.Context, ev *TaskEvent) {
+	if m := t.tel.Metrics(); m != nil && ev.Tenant != "" {
+		m.TaskEvent(ctx, ev.Tenant, ev.Kind)
+	}
+	if !t.tel.Tracing() {
+		return
+	}
+	parent := context.WithoutCancel(ctx)
+	if sc, ok := telemetry.ParseTraceparent(ev.Traceparent, ""); ok {
+		parent = trace.ContextWithRemoteSpanContext(parent, sc)
+	}
+	_, span := t.tel.Tracer().Start(parent, "task "+ev.Kind, internalKind, trace.WithTimestamp(ev.At))
+	if span.IsRecording() {
+		by := ev.By
+		if strings.HasPrefix(by, "admin:") {
+			by = "admin" // an admin's name is not a span attribute
+		}
+		attrs := []attribute.KeyValue{telemetry.AttrTenant.String(ev.Tenant), telemetry.AttrGenAIToolName.String(ev.Tool),
+			telemetry.AttrTaskID.String(ev.TaskID), telemetry.AttrFlowID.String(ev.FlowID), telemetry.AttrTaskEvent.String(ev.Kind),
+			telemetry.AttrTaskStatus.String(ev.Status), telemetry.AttrTaskBy.String(by)}
+		if ev.Cause != "" {
+			attrs = append(attrs, telemetry.AttrTaskCause.String(ev.Cause))
+		}
+		if len(ev.Asked) > 0 {
+			keys := slices.Sorted(maps.Keys(ev.Asked))
+			kinds := make([]string, len(keys))
+			for i, k := range keys {
+				kinds[i] = ev.Asked[k].Kind()
+			}
+			attrs = append(attrs, telemetry.AttrInputKeys.StringSlice(keys), telemetry.AttrInputKinds.StringSlice(kinds))
+		}
+		switch {
+		case ev.ErrorCode != 0:
+			attrs = append(attrs, telemetry.AttrErrorType.String(codeString(ev.ErrorCode)))
+			span.SetStatus(codes.Error, ev.Message)
+		case ev.ToolError:
+			attrs = append(attrs, telemetry.AttrErrorType.String(telemetry.ErrorToolError))
+		}
+		if d := ev.Delivery; d != nil && d.Failed {
+			attrs = append(attrs, telemetry.AttrWebhookOutcome.String(d.Outcome))
+		}
+		span.SetAttributes(attrs...)
+	}
+	span.End(trace.WithTimestamp(ev.At))
 }
 
 // Span kinds as start options, made once.

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	neturl "net/url"
+	"strconv"
 	"sync"
 	"time"
 
@@ -166,32 +167,11 @@ func (c *webhookClient) serverAttrs(url string) []attribute.KeyValue {
 // post is one delivery, untraced; it sets *status to the backend's HTTP
 // status when there is one.
 func (c *webhookClient) post(ctx context.Context, url, secret string, timeout time.Duration, req *webhook.Request, sink streamSink, status *int) (*webhook.Response, error) {
-	// Deliveries carry user text verbatim: no HTML escaping of <, > and &.
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	err := enc.Encode(req)
-	body := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-	if err != nil {
-		return nil, &WebhookError{Class: "contract", Detail: "the request could not be encoded"}
-	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	hreq, err := c.request(ctx, url, secret, req)
 	if err != nil {
-		return nil, &WebhookError{Class: "connect", Detail: "the webhook URL is not usable"}
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "application/json, application/x-ndjson")
-	hreq.Header.Set("User-Agent", "opsmcp-platform/1")
-	hreq.Header.Set(webhook.SignatureHeader, webhook.Sign(secret, c.now(), body))
-	hreq.Header.Set(webhook.DeliveryHeader, req.Flow.ID+"/"+fmt.Sprint(req.Flow.Round))
-	if req.Trace != nil && req.Trace.Traceparent != "" {
-		// Canonical keys set directly: no per-request canonicalisation.
-		hreq.Header["Traceparent"] = []string{req.Trace.Traceparent}
-		if req.Trace.Tracestate != "" {
-			hreq.Header["Tracestate"] = []string{req.Trace.Tracestate}
-		}
+		return nil, err
 	}
 	resp, err := c.http.Do(hreq)
 	if err != nil {
@@ -214,10 +194,84 @@ func (c *webhookClient) post(ctx context.Context, url, secret string, timeout ti
 	if err != nil {
 		return nil, err
 	}
-	if err := checkResponse(out); err != nil {
+	if err := checkResponse(out, req.Task != nil); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// request is req as a signed POST to url.
+func (c *webhookClient) request(ctx context.Context, url, secret string, req *webhook.Request) (*http.Request, error) {
+	// Deliveries carry user text verbatim: no HTML escaping of <, > and &.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(req)
+	body := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	if err != nil {
+		return nil, &WebhookError{Class: "contract", Detail: "the request could not be encoded"}
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, &WebhookError{Class: "connect", Detail: "the webhook URL is not usable"}
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/json, application/x-ndjson")
+	hreq.Header.Set("User-Agent", "opsmcp-platform/1")
+	hreq.Header.Set(webhook.SignatureHeader, webhook.Sign(secret, c.now(), body))
+	delivery := req.Flow.ID + "/" + strconv.Itoa(req.Flow.Round)
+	if req.Kind == webhook.KindTaskInput || req.Kind == webhook.KindTaskCancel {
+		delivery = req.Task.ID + "/" + req.Kind
+	}
+	hreq.Header.Set(webhook.DeliveryHeader, delivery)
+	if req.Trace != nil && req.Trace.Traceparent != "" {
+		// Canonical keys set directly: no per-request canonicalisation.
+		hreq.Header["Traceparent"] = []string{req.Trace.Traceparent}
+		if req.Trace.Tracestate != "" {
+			hreq.Header["Tracestate"] = []string{req.Trace.Tracestate}
+		}
+	}
+	return hreq, nil
+}
+
+// notify delivers a task's news to its backend (the client's answers, a
+// cancel), traced like any delivery: the backend acknowledges it with
+// any 2xx, and its body is not read.
+func (c *webhookClient) notify(ctx context.Context, url, secret string, timeout time.Duration, req *webhook.Request) (int, *WebhookError) {
+	var span trace.Span
+	if c.tel.Tracing() {
+		ctx, span = c.tel.Tracer().Start(ctx, c.spanName(req.Kind, req.Name), clientKind)
+		defer span.End()
+	} else {
+		span = trace.SpanFromContext(ctx)
+	}
+	if sc := span.SpanContext(); sc.IsValid() {
+		req.Trace = &webhook.Trace{Traceparent: telemetry.Traceparent(sc), Tracestate: sc.TraceState().String()}
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	hreq, err := c.request(ctx, url, secret, req)
+	if err != nil {
+		we := err.(*WebhookError)
+		span.SetStatus(codes.Error, we.Class)
+		return 0, we
+	}
+	resp, err := c.http.Do(hreq)
+	if err != nil {
+		we := classify(ctx, err, timeout).(*WebhookError)
+		span.SetStatus(codes.Error, we.Class)
+		return 0, we
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.AttrHTTPStatus.Int(resp.StatusCode))
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		span.SetStatus(codes.Error, "status")
+		return resp.StatusCode, &WebhookError{Class: "status", Detail: fmt.Sprintf("the backend answered HTTP %d", resp.StatusCode)}
+	}
+	return resp.StatusCode, nil
 }
 
 func (c *webhookClient) readOne(ctx context.Context, r io.Reader, timeout time.Duration) (*webhook.Response, error) {
@@ -282,9 +336,14 @@ func (c *webhookClient) readStream(ctx context.Context, r io.Reader, sink stream
 	return nil, &WebhookError{Class: "contract", Detail: "the stream ended without a response event"}
 }
 
-// checkResponse enforces the contract's shape.
-func checkResponse(r *webhook.Response) error {
+// checkResponse enforces the contract's shape; offered says the call was
+// offered as a task, which the backend may accept.
+func checkResponse(r *webhook.Response, offered bool) error {
 	switch r.Type {
+	case webhook.TypeAccepted:
+		if !offered {
+			return &WebhookError{Class: "contract", Detail: "the call was not offered as a task, so it cannot be accepted as one"}
+		}
 	case webhook.TypeComplete:
 		if len(r.Result) == 0 || r.Result[0] != '{' {
 			return &WebhookError{Class: "contract", Detail: "a complete answer needs a result object"}

@@ -62,7 +62,7 @@ func FuzzWebhookResponse(f *testing.F) {
 			resp, err = c.readOne(context.Background(), bytes.NewReader(body), time.Second)
 		}
 		if err == nil {
-			err = checkResponse(resp)
+			err = checkResponse(resp, false)
 		}
 		if err != nil {
 			var we *WebhookError
@@ -77,7 +77,7 @@ func FuzzWebhookResponse(f *testing.F) {
 		switch resp.Type {
 		case webhook.TypeInputRequired:
 			for _, caps := range []mrtr.ClientCapabilities{{}, everyCap} {
-				open, keys, e, err := webhookInputs(resp.InputRequests, caps)
+				open, keys, e, err := webhookInputs(resp.InputRequests, caps, webhookKeyPrefix)
 				if err != nil || e != nil {
 					if e != nil && (e.Code == 0 || e.Message == "") {
 						t.Fatalf("empty protocol error for %q", body)

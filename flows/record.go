@@ -11,7 +11,9 @@ import (
 	"github.com/opsmcp/platform/internal/jsontext"
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
+	"github.com/opsmcp/platform/store"
 	"github.com/opsmcp/platform/store/record"
+	"github.com/opsmcp/platform/telemetry"
 )
 
 // maxQuestionText caps a question's text as recorded.
@@ -43,12 +45,13 @@ type urlQuestion struct {
 }
 
 // recorded reports whether the record keeps rd: a round of a
-// multi-round flow, or a refused state that names its flow.
+// multi-round flow, a call answered with a task, or a refused state that
+// names its flow.
 func recorded(rd *endpoint.Round, running bool) bool {
 	if rd.FlowID == "" || rd.Tenant == "" {
 		return false
 	}
-	return running || rd.StateIn.Outcome == endpoint.StateRejected || rd.InFlow()
+	return running || rd.StateIn.Outcome == endpoint.StateRejected || rd.InFlow() || rd.ResultType == mcp.ResultTypeTask
 }
 
 // write fills w, a zero RoundWrite, with what the record stores of rd,
@@ -79,6 +82,9 @@ func write(w *record.RoundWrite, rd *endpoint.Round, replica string, running boo
 		f.KeyID = rd.StateOut.KeyID
 	}
 	f.State, f.Detail = flowState(rd, running)
+	if rd.ResultType == mcp.ResultTypeTask {
+		f.Kind = record.KindTask
+	}
 	if f.State == record.AwaitingInput {
 		f.WaitingSince = &rd.Ended
 		if !rd.StateOut.Expires.IsZero() {
@@ -119,6 +125,8 @@ func flowState(rd *endpoint.Round, running bool) (state, detail string) {
 		return record.Failed, strconv.Itoa(rd.ErrorCode)
 	case rd.ResultType == mcp.ResultTypeInputRequired:
 		return record.AwaitingInput, ""
+	case rd.ResultType == mcp.ResultTypeTask:
+		return record.Running, "" // working, as the task's events will say
 	case rd.ToolError:
 		return record.Failed, "tool_error"
 	case rd.ResultType == mcp.ResultTypeComplete:
@@ -270,4 +278,57 @@ func jsonRaw(v any) json.RawMessage {
 		return nil
 	}
 	return b
+}
+
+// taskStates are the flow states of task statuses.
+var taskStates = map[string]string{
+	store.TaskWorking: record.Running, store.TaskInputRequired: record.AwaitingInput, store.TaskCompleted: record.Completed,
+	store.TaskFailed: record.Failed, store.TaskCancelled: record.Cancelled,
+}
+
+// writeEvent fills w, a zero RoundWrite, with what the record stores of a
+// task's lifecycle event: a round of the task's flow, and the flow as
+// the event leaves it. Like write, w points into *docs and ev.
+func writeEvent(w *record.RoundWrite, ev *endpoint.TaskEvent, replica string, docs *[]byte) {
+	f, r := &w.Flow, &w.Round
+	f.ID, f.TenantID, f.TenantSlug, f.Kind = ev.FlowID, ev.TenantID, ev.Tenant, record.KindTask
+	f.Method, f.Target, f.Era, f.Replica = mcp.MethodToolsCall, ev.Tool, ev.Era, replica
+	f.ClientName, f.ClientVersion = ev.Client.Name, ev.Client.Version
+	f.PrincipalIssuer, f.PrincipalSubject, f.PrincipalClient = ev.Principal.Issuer, ev.Principal.Subject, ev.Principal.Client
+	f.StartedAt, f.UpdatedAt = ev.Created, ev.At
+	f.State = taskStates[ev.Status]
+	switch {
+	case ev.Cause != "":
+		f.Detail = ev.Cause
+	case ev.ErrorCode != 0:
+		f.Detail = strconv.Itoa(ev.ErrorCode)
+	case ev.ToolError:
+		f.Detail = "tool_error"
+	}
+	if f.State == record.AwaitingInput {
+		f.WaitingSince = &ev.At
+		f.PendingKinds = pendingKinds(ev.Asked)
+	}
+	if sc, ok := telemetry.ParseTraceparent(ev.Traceparent, ""); ok {
+		f.TraceID = sc.TraceID().String()
+	}
+	r.N, r.ArrivedAt, r.EndedAt = ev.N, ev.At, ev.At
+	r.Event, r.By, r.Message, r.ErrorClass = ev.Kind, ev.By, ev.Message, f.Detail
+	r.Replica, r.TraceID = replica, f.TraceID
+	b := (*docs)[:0]
+	if len(ev.Asked) > 0 {
+		start := len(b)
+		b = appendQuestions(b, ev.Asked)
+		r.Asked = b[start:len(b):len(b)]
+	}
+	if len(ev.Answers) > 0 {
+		r.Answers = jsonRaw(ev.Answers)
+	} else if len(ev.Answered) > 0 {
+		r.Answers = jsonRaw(map[string][]string{"keys": ev.Answered})
+	}
+	if d := ev.Delivery; d != nil {
+		r.Webhook = jsonRaw(map[string]any{"kind": d.Kind, "outcome": d.Outcome, "failed": d.Failed, "status": d.Status,
+			"durationMs": d.Duration.Milliseconds()})
+	}
+	*docs = b
 }

@@ -169,6 +169,29 @@ func (r *Recorder) enqueue(rd *endpoint.Round, running bool) {
 	var w record.RoundWrite
 	write(&w, rd, r.opts.Replica, running, &rec.docs)
 	rec.b = record.EncodeRound(rec.b, &w)
+	r.push(rec)
+}
+
+// TaskEvent implements endpoint.TaskSink: the event is a round of the
+// task's flow, encoded and queued like any round.
+func (r *Recorder) TaskEvent(_ context.Context, ev *endpoint.TaskEvent) {
+	if ev.FlowID == "" || ev.Tenant == "" {
+		return
+	}
+	if len(r.queue) == cap(r.queue) {
+		r.drop(1)
+		return
+	}
+	rec := r.take()
+	var w record.RoundWrite
+	writeEvent(&w, ev, r.opts.Replica, &rec.docs)
+	rec.b = record.EncodeRound(rec.b, &w)
+	r.push(rec)
+}
+
+// push queues an encoded round without waiting, waking the writer once a
+// batch's worth is queued; a full queue drops it.
+func (r *Recorder) push(rec *encoded) {
 	select {
 	case r.queue <- rec:
 		if len(r.queue) >= r.fullAt {

@@ -46,6 +46,15 @@ const (
 	MethodComplete               = "completion/complete"
 	MethodSubscriptionsListen    = "subscriptions/listen"
 
+	// Methods of the Tasks extension. tasks/result and tasks/list are the
+	// 2025-11-25 revision's (its experimental tasks): 2026-07-28 removed
+	// them.
+	MethodTasksGet    = "tasks/get"
+	MethodTasksUpdate = "tasks/update"
+	MethodTasksCancel = "tasks/cancel"
+	MethodTasksResult = "tasks/result"
+	MethodTasksList   = "tasks/list"
+
 	// Methods of the initialization era (2025-11-25 and before).
 	MethodInitialize  = "initialize"
 	MethodPing        = "ping"
@@ -75,7 +84,15 @@ const (
 	NotificationSubscriptionsAcknowledge = "notifications/subscriptions/acknowledged"
 	NotificationElicitationComplete      = "notifications/elicitation/complete"
 	NotificationRootsListChanged         = "notifications/roots/list_changed"
+	// NotificationTasks carries a task's state to subscriptions/listen
+	// streams that named it (the Tasks extension);
+	// NotificationTasksStatus is the 2025-11-25 revision's, on a session.
+	NotificationTasks       = "notifications/tasks"
+	NotificationTasksStatus = "notifications/tasks/status"
 )
+
+// ExtensionTasks names the Tasks extension in capabilities.extensions.
+const ExtensionTasks = "io.modelcontextprotocol/tasks"
 
 // HTTP headers of the Streamable HTTP transport.
 const (
@@ -98,6 +115,8 @@ const (
 	MetaLogLevel           = "io.modelcontextprotocol/logLevel"
 	MetaServerInfo         = "io.modelcontextprotocol/serverInfo"
 	MetaSubscriptionID     = "io.modelcontextprotocol/subscriptionId"
+	// MetaRelatedTask ties a 2025-11-25 message to a task.
+	MetaRelatedTask = "io.modelcontextprotocol/related-task"
 )
 
 // JSON-RPC and MCP error codes.
@@ -120,6 +139,9 @@ const (
 const (
 	ResultTypeComplete      = "complete"
 	ResultTypeInputRequired = "input_required"
+	// ResultTypeTask is a tools/call answered with a task (the Tasks
+	// extension's CreateTaskResult).
+	ResultTypeTask = "task"
 )
 
 // IsCarrier reports whether method may answer with an InputRequiredResult

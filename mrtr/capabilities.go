@@ -30,6 +30,13 @@ func (c ClientCapabilities) CanSample(withTools bool) bool {
 	return !withTools || c.Sampling.Tools != nil
 }
 
+// Supports reports whether the client declared the extension id (an
+// object of its settings; {} for none).
+func (c ClientCapabilities) Supports(id string) bool {
+	v, ok := c.Extensions[id]
+	return ok && len(v) > 0 && v[0] == '{'
+}
+
 // CanListRoots reports whether roots/list may be asked.
 func (c ClientCapabilities) CanListRoots() bool { return c.Roots != nil }
 

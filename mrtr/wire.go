@@ -37,6 +37,9 @@ type ClientCapabilities struct {
 	Elicitation *ElicitationCapability `json:"elicitation,omitempty"`
 	Sampling    *SamplingCapability    `json:"sampling,omitempty"`
 	Roots       *RootsCapability       `json:"roots,omitempty"`
+	// Extensions are the extensions the client supports, by identifier
+	// (each one's settings as sent).
+	Extensions map[string]json.RawMessage `json:"extensions,omitempty"`
 }
 
 // ElicitationCapability declares form and URL elicitation. A bare

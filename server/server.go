@@ -180,6 +180,7 @@ func New(ctx context.Context, in *config.Config, log *slog.Logger, version strin
 		Catalogues:          st.Tenants(),
 		Revocations:         st.Revocations(),
 		Sessions:            st.Legacy(),
+		Tasks:               st.Tasks(),
 		Logger:              log,
 		PublicURL:           cfg.PublicURL,
 		MaxBodyBytes:        cfg.MaxMCPBodyBytes,
@@ -222,6 +223,7 @@ func New(ctx context.Context, in *config.Config, log *slog.Logger, version strin
 	if cfg.Flows.Record {
 		topts.Sinks = append(topts.Sinks, fl.recorder)
 	}
+	topts.Changes = fl.watcher
 	reg, err := endpoint.New(ctx, topts)
 	if err != nil {
 		return nil, err
@@ -294,6 +296,12 @@ func New(ctx context.Context, in *config.Config, log *slog.Logger, version strin
 	r.Any("/t/:slug/mcp", func(c *gin.Context) {
 		c.Request.SetPathValue("slug", c.Param("slug"))
 		reg.ServeHTTP(c.Writer, c.Request)
+	})
+	// Tenants' backends report on the tasks they accepted here.
+	r.POST("/t/:slug/tasks/:task", func(c *gin.Context) {
+		c.Request.SetPathValue("slug", c.Param("slug"))
+		c.Request.SetPathValue("task", c.Param("task"))
+		reg.ServeTaskReport(c.Writer, c.Request)
 	})
 	r.GET("/.well-known/oauth-protected-resource/t/:slug/mcp", func(c *gin.Context) {
 		reg.ServeMetadata(c.Writer, c.Request, c.Param("slug"))

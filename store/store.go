@@ -8,10 +8,10 @@
 // sealed at rest), Record (the flow record, package store/record),
 // Legacy (legacy.go: initialization-era sessions and the answers relayed
 // between replicas), KeyRings (keyrings.go), Credentials (tokens.go and
-// sessions.go: admin API tokens and ended sign-ins), Audit (audit.go) and
+// sessions.go: admin API tokens and ended sign-ins), Audit (audit.go),
 // Revocations (consumed.go and revoked.go: single-use states consumed and
-// flows cancelled). The connection the parts share, with PostgreSQL's
-// notifications, is package store/internal/sqldb.
+// flows cancelled) and Tasks (tasks.go). The connection the parts share,
+// with PostgreSQL's notifications, is package store/internal/sqldb.
 package store
 
 import (
@@ -96,6 +96,10 @@ func (s *Store) Audit() Audit { return Audit{s.conn} }
 // single-use states already consumed, and the flows an admin cancelled.
 func (s *Store) Revocations() Revocations { return Revocations{s.conn} }
 
+// Tasks keeps tasks (the Tasks extension): what each asks and answered,
+// and when it is due.
+func (s *Store) Tasks() Tasks { return Tasks{s.conn} }
+
 // The parts, each a view of the one connection.
 type (
 	Tenants        struct{ *conn }
@@ -104,6 +108,7 @@ type (
 	Credentials    struct{ *conn }
 	Audit          struct{ *conn }
 	Revocations    struct{ *conn }
+	Tasks          struct{ *conn }
 )
 
 // Option configures Open.

@@ -96,6 +96,21 @@ const (
 	AttrWebhookOutcome = attribute.Key("opsmcp.webhook.outcome")
 	// AttrWebhookClass is a webhook failure's class (metrics).
 	AttrWebhookClass = attribute.Key("opsmcp.webhook.failure_class")
+	// AttrTaskID is a task's id (spans only).
+	AttrTaskID = attribute.Key("opsmcp.task.id")
+	// AttrTaskStatus is a task's status (working, input_required,
+	// completed, failed, cancelled): on lifecycle spans and the tasks
+	// gauge.
+	AttrTaskStatus = attribute.Key("opsmcp.task.status")
+	// AttrTaskEvent is a lifecycle event's kind (progress,
+	// input_required, answered, completed, failed, cancelled, delivered).
+	AttrTaskEvent = attribute.Key("opsmcp.task.event")
+	// AttrTaskBy is who caused a lifecycle event: backend, client,
+	// platform, or admin (spans only; never the admin's name).
+	AttrTaskBy = attribute.Key("opsmcp.task.by")
+	// AttrTaskCause is why the platform failed a task: deadline,
+	// delivery.
+	AttrTaskCause = attribute.Key("opsmcp.task.cause")
 )
 
 // EventStateRejected is the span event of a rejected requestState.

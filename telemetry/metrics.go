@@ -52,6 +52,7 @@ type Metrics struct {
 	keyPhase          metric.Int64ObservableGauge
 	keyCount          metric.Int64ObservableGauge
 	flows             flowInstruments
+	tasks             taskInstruments
 }
 
 func newMetrics(m metric.Meter) (*Metrics, error) {
@@ -99,6 +100,9 @@ func newMetrics(m metric.Meter) (*Metrics, error) {
 		return nil, err
 	}
 	if out.flows, err = newFlowInstruments(m); err != nil {
+		return nil, err
+	}
+	if out.tasks, err = newTaskInstruments(m); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -158,6 +162,8 @@ func (k setKey) build() []attribute.KeyValue {
 		return []attribute.KeyValue{AttrTenant.String(k.a), AttrWebhookKind.String(k.b), AttrWebhookOutcome.String(k.c)}
 	case instWebhookFailure: // tenant, kind, class
 		return []attribute.KeyValue{AttrTenant.String(k.a), AttrWebhookKind.String(k.b), AttrWebhookClass.String(k.c)}
+	case instTaskEvent: // tenant, kind
+		return []attribute.KeyValue{AttrTenant.String(k.a), AttrTaskEvent.String(k.b)}
 	}
 	return nil
 }
@@ -169,6 +175,7 @@ const (
 	instRejection
 	instWebhook
 	instWebhookFailure
+	instTaskEvent
 )
 
 // Operation records one MCP request's duration with the span's bounded

@@ -39,6 +39,12 @@ type Settings struct {
 	// may hold personal data, and without it the record keeps only the
 	// questions asked.
 	RecordAnswers bool `json:"recordAnswers,omitempty"`
+	// MaxLiveTasks bounds the tenant's live tasks (working or waiting on
+	// input), and MaxLiveTasksPerPrincipal those of one caller, so one
+	// caller cannot take the tenant's share. Defaults 1000 and 100; a
+	// call over either gets 429.
+	MaxLiveTasks             int `json:"maxLiveTasks,omitempty"`
+	MaxLiveTasksPerPrincipal int `json:"maxLiveTasksPerPrincipal,omitempty"`
 	// Auth is who may call: public, or bearer tokens from trusted issuers.
 	// The zero value trusts nobody, so a new tenant fails closed until it
 	// names an issuer or is made explicitly public.
@@ -52,7 +58,23 @@ const (
 	DefaultMaxRounds       = mrtr.DefaultMaxRounds
 	DefaultMaxStateBytes   = mrtr.DefaultMaxStateBytes
 	DefaultListTTLMs       = 60_000
+
+	DefaultMaxLiveTasks             = 1000
+	DefaultMaxLiveTasksPerPrincipal = 100
 )
+
+// LiveTasks returns the effective bounds on live tasks: the tenant's,
+// and one principal's.
+func (s Settings) LiveTasks() (perTenant, perPrincipal int) {
+	perTenant, perPrincipal = s.MaxLiveTasks, s.MaxLiveTasksPerPrincipal
+	if perTenant == 0 {
+		perTenant = DefaultMaxLiveTasks
+	}
+	if perPrincipal == 0 {
+		perPrincipal = DefaultMaxLiveTasksPerPrincipal
+	}
+	return perTenant, perPrincipal
+}
 
 // StateTTL returns the effective state lifetime.
 func (s Settings) StateTTL() time.Duration {
@@ -111,6 +133,12 @@ func (s Settings) Validate() []SettingsError {
 	}
 	if s.ListTTLMs != nil && (*s.ListTTLMs < 0 || *s.ListTTLMs > 86_400_000) {
 		bad("listTtlMs", "must be between 0 and 86400000")
+	}
+	if s.MaxLiveTasks < 0 || s.MaxLiveTasks > 1_000_000 {
+		bad("maxLiveTasks", "must be between 1 and 1000000 (0 means the default %d)", DefaultMaxLiveTasks)
+	}
+	if s.MaxLiveTasksPerPrincipal < 0 || s.MaxLiveTasksPerPrincipal > 1_000_000 {
+		bad("maxLiveTasksPerPrincipal", "must be between 1 and 1000000 (0 means the default %d)", DefaultMaxLiveTasksPerPrincipal)
 	}
 	if len(s.Instructions) > 16<<10 {
 		bad("instructions", "must be at most 16384 bytes")

@@ -73,6 +73,9 @@ type Request struct {
 	// Stream says the platform accepts an application/x-ndjson answer with
 	// progress and log events.
 	Stream bool `json:"stream,omitempty"`
+	// Task offers the call as a task (see TypeAccepted), or says which
+	// task a KindTaskInput or KindTaskCancel delivery is about.
+	Task *Task `json:"task,omitempty"`
 }
 
 // Answer is one declared input's outcome.
@@ -102,7 +105,7 @@ type Trace struct {
 	Tracestate  string `json:"tracestate,omitempty"`
 }
 
-// Response types.
+// Response types (and TypeAccepted, for a call offered as a task).
 const (
 	TypeComplete      = "complete"
 	TypeInputRequired = "input_required"
@@ -110,7 +113,8 @@ const (
 
 // Response is a backend's answer.
 type Response struct {
-	// Type is "complete" or "input_required".
+	// Type is "complete" or "input_required", or "accepted" for a call
+	// offered as a task.
 	Type string `json:"type"`
 	// Result is the MCP result for a complete answer: a CallToolResult
 	// (content, structuredContent, isError), a GetPromptResult
@@ -122,6 +126,8 @@ type Response struct {
 	InputRequests map[string]json.RawMessage `json:"inputRequests,omitempty"`
 	// State is carried, sealed, to this backend's next round.
 	State string `json:"state,omitempty"`
+	// Message is an accepted task's first status message.
+	Message string `json:"message,omitempty"`
 }
 
 // Event is one line of a streamed (application/x-ndjson) answer.

@@ -65,7 +65,7 @@ var batchColumns = []column{
 	{"client_name", colText}, {"client_version", colText}, {"era", colText}, {"state", colText},
 	{"rounds", colInt}, {"pending_kinds", colText}, {"key_id", colText}, {"replica", colText}, {"trace_id", colText},
 	{"detail", colText}, {"started_at", colTime}, {"updated_at", colTime}, {"waiting_since", colTime},
-	{"state_expires_at", colTime}, {"server_us", colInt}, {"client_wait_us", colInt},
+	{"state_expires_at", colTime}, {"server_us", colInt}, {"client_wait_us", colInt}, {"kind", colText},
 	// A JSON object; null for a running mark.
 	{"round", colText},
 }
@@ -102,6 +102,7 @@ const (
 	vExpires
 	vServerUS
 	vClientWaitUS
+	vKind
 	vRound
 	recordValues
 )
@@ -130,10 +131,12 @@ func EncodeRound(b []byte, w *RoundWrite) []byte {
 	if w.Running {
 		b = appendIntField(b, 0)
 		b = appendIntField(b, 0)
+		b = appendTextField(b, f.Kind)
 		return appendNull(b)
 	}
 	b = appendIntField(b, w.Round.ServerUS)
 	b = appendIntField(b, w.Round.ClientWaitUS)
+	b = appendTextField(b, f.Kind)
 	at := len(b)
 	b = append(b, 0, 0, 0, 0)
 	b = w.Round.appendJSON(b)
@@ -385,12 +388,13 @@ type batchMerge struct {
 // replica, detail and waiting times of its newest (each round as new as
 // any before it takes over, so of rounds of one number the last); the
 // key and trace of the last round that took over and had one, else the
-// first's; the client of the last round that names one; the earliest
-// start, the latest change, times summed.
+// first's; the client of the last round that names one, and the kind of
+// the last that has one; the earliest start, the latest change, times
+// summed.
 type mergedFlow struct {
-	first, newest, keyed, traced, named int32
-	rounds, lastRound                   int32 // its records with a round, a list through next
-	started, updated, serverUS, waitUS  int64
+	first, newest, keyed, traced, named, kinded int32
+	rounds, lastRound                           int32 // its records with a round, a list through next
+	started, updated, serverUS, waitUS          int64
 }
 
 func (m *batchMerge) run(recs [][]byte) error {
@@ -413,7 +417,7 @@ func (m *batchMerge) run(recs [][]byte) error {
 		if !ok {
 			fi = int32(len(m.flows))
 			m.byID[string(id)] = fi
-			m.flows = append(m.flows, mergedFlow{first: r, newest: r, keyed: r, traced: r, named: r, rounds: -1, lastRound: -1,
+			m.flows = append(m.flows, mergedFlow{first: r, newest: r, keyed: r, traced: r, named: r, kinded: r, rounds: -1, lastRound: -1,
 				started: number(rec, ix[vStarted]), updated: number(rec, ix[vUpdated])})
 		}
 		f := &m.flows[fi]
@@ -436,6 +440,9 @@ func (m *batchMerge) run(recs [][]byte) error {
 		}
 		if len(value(rec, ix[vClientName])) > 0 {
 			f.named = r
+		}
+		if len(value(rec, ix[vKind])) > 0 {
+			f.kinded = r
 		}
 		f.serverUS += number(rec, ix[vServerUS])
 		f.waitUS += number(rec, ix[vClientWaitUS])
@@ -472,6 +479,8 @@ func (f *mergedFlow) source(v int) int32 {
 	switch v {
 	case vClientName, vClientVersion:
 		return f.named
+	case vKind:
+		return f.kinded
 	case vState, vRounds, vPending, vReplica, vDetail, vWaiting, vExpires:
 		return f.newest
 	case vKey:

@@ -23,6 +23,11 @@ const (
 	Rejected      = "rejected"       // its last round's state was refused
 )
 
+// KindTask is the kind of a flow that became a task (the Tasks
+// extension): its rounds are the MRTR rounds before the task, the round
+// that created it, then its lifecycle events.
+const KindTask = "task"
+
 // States lists every state, in the order the UI shows them.
 var States = []string{AwaitingInput, Running, Completed, Failed, Cancelled, Expired, Rejected}
 
@@ -57,8 +62,10 @@ type Flow struct {
 	StateExpiresAt *time.Time
 	ServerUS       int64 `gorm:"column:server_us"`
 	ClientWaitUS   int64 `gorm:"column:client_wait_us"`
-	CancelReason   string
-	CancelledBy    string
+	// Kind is "" for a multi-round flow, KindTask for a task.
+	Kind         string
+	CancelReason string
+	CancelledBy  string
 	// Seq numbers the flow's latest change, in commit order across the
 	// fleet.
 	Seq int64
@@ -90,6 +97,12 @@ type Round struct {
 	Replica        string          `json:"replica,omitempty"`
 	TraceID        string          `json:"traceId,omitempty"`
 	SpanID         string          `json:"spanId,omitempty"`
+	// Event is a task's lifecycle event this round records (progress,
+	// input_required, answered, completed, failed, cancelled, delivered);
+	// By who caused it; Message the task's status message after it.
+	Event   string `json:"event,omitempty"`
+	By      string `json:"by,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // flowRounds is one batch's rounds of one flow: a row of flow_rounds.
@@ -164,6 +177,7 @@ const flowUpsert = ` ON CONFLICT (id) DO UPDATE SET
 	state_expires_at = CASE WHEN ` + newer + ` THEN excluded.state_expires_at ELSE flows.state_expires_at END,
 	client_name = CASE WHEN excluded.client_name <> '' THEN excluded.client_name ELSE flows.client_name END,
 	client_version = CASE WHEN excluded.client_name <> '' THEN excluded.client_version ELSE flows.client_version END,
+	kind = CASE WHEN excluded.kind <> '' THEN excluded.kind ELSE flows.kind END,
 	rounds = CASE WHEN excluded.rounds > flows.rounds THEN excluded.rounds ELSE flows.rounds END,
 	started_at = CASE WHEN excluded.started_at < flows.started_at THEN excluded.started_at ELSE flows.started_at END,
 	updated_at = CASE WHEN excluded.updated_at > flows.updated_at THEN excluded.updated_at ELSE flows.updated_at END,

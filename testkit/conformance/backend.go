@@ -23,6 +23,7 @@ type Backend struct {
 	mu      sync.Mutex
 	secrets map[string]string // "kind/name" -> webhook secret
 	toggle  map[string]bool
+	tasks   map[string]*backendTask // the tasks it accepted, by id
 }
 
 // SetSecret records the webhook secret the platform issued for an item.
@@ -62,9 +63,20 @@ func (b *Backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not a delivery", http.StatusBadRequest)
 		return
 	}
-	kind := map[string]string{webhook.KindTool: "tool", webhook.KindPrompt: "prompt", webhook.KindResource: "resource_template"}[req.Kind]
+	kind := map[string]string{webhook.KindTool: "tool", webhook.KindPrompt: "prompt", webhook.KindResource: "resource_template",
+		webhook.KindTaskInput: "tool", webhook.KindTaskCancel: "tool"}[req.Kind]
 	if err := webhook.Verify(b.secret(kind, req.Name), r.Header.Get(webhook.SignatureHeader), body, time.Now(), webhook.DefaultTolerance); err != nil {
 		http.Error(w, "bad signature", http.StatusUnauthorized)
+		return
+	}
+	if req.Kind == webhook.KindTaskInput || req.Kind == webhook.KindTaskCancel {
+		b.taskNews(&req)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if taskFixture(req.Name) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(b.takeTask(&req))
 		return
 	}
 	if req.Name == "test_tool_with_progress" && req.Stream {
@@ -153,6 +165,12 @@ func (b *Backend) answer(req *webhook.Request) *webhook.Response {
 	switch req.Name {
 	case "test_simple_text":
 		return toolText("This is a simple text response for testing.")
+	case "greet":
+		var args struct {
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal(req.Arguments, &args)
+		return toolText("Hello, " + args.Name + "!")
 	case "test_image_content":
 		return complete(obj{"content": []obj{{"type": "image", "data": pngBase64, "mimeType": "image/png"}}})
 	case "test_audio_content":

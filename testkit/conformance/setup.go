@@ -41,7 +41,7 @@ func Register(platformURL, adminToken, tenant, hookURL string, b *Backend) error
 		collection, kind string
 		defs             []obj
 	}{
-		{"tools", "tool", Tools()},
+		{"tools", "tool", append(Tools(), TaskTools()...)},
 		{"prompts", "prompt", Prompts()},
 		{"resources", "resource", Resources()},
 		{"resource-templates", "resource_template", ResourceTemplates()},

@@ -308,7 +308,8 @@ var rpcID struct {
 }
 
 // MCP sends one JSON-RPC request to a tenant endpoint with correct
-// headers (Mcp-Name from params name or uri) and returns the answer.
+// headers (Mcp-Name from params name, uri or taskId) and returns the
+// answer.
 func (p *Platform) MCP(t testing.TB, slug, method string, params map[string]any) *Response {
 	t.Helper()
 	if params == nil {
@@ -332,6 +333,8 @@ func (p *Platform) MCP(t testing.TB, slug, method string, params map[string]any)
 		h.Set("Mcp-Name", n)
 	} else if u, ok := params["uri"].(string); ok {
 		h.Set("Mcp-Name", u)
+	} else if id, ok := params["taskId"].(string); ok {
+		h.Set("Mcp-Name", id)
 	}
 	return Do(t, http.MethodPost, fmt.Sprintf("%s/t/%s/mcp", p.URL, slug), h, body)
 }

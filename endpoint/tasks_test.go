@@ -1,0 +1,382 @@
+package endpoint_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opsmcp/platform/testkit/platformtest"
+	"github.com/opsmcp/platform/testkit/testwait"
+	"github.com/opsmcp/platform/webhook"
+)
+
+// taskCaps declare form elicitation and the Tasks extension.
+var taskCaps = obj{"elicitation": obj{}, "extensions": obj{"io.modelcontextprotocol/tasks": obj{}}}
+
+// taskHook is a tenant backend for task tools: it accepts every call
+// offered as a task (unless acceptIf says not), keeps the offers, and
+// records what the platform tells it about them. Tests report for it
+// with report.
+type taskHook struct {
+	*httptest.Server
+	t        *testing.T
+	mu       sync.Mutex
+	secret   string
+	offers   map[string]*webhook.Task
+	news     []*webhook.Request // task_input and task_cancel deliveries
+	calls    []*webhook.Request
+	seq      map[string]int64
+	acceptIf func(*webhook.Request) bool
+}
+
+func newTaskHook(t *testing.T) *taskHook {
+	h := &taskHook{t: t, offers: map[string]*webhook.Task{}, seq: map[string]int64{}}
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		h.mu.Lock()
+		secret := h.secret
+		h.mu.Unlock()
+		if err := webhook.Verify(secret, r.Header.Get(webhook.SignatureHeader), body, time.Now(), webhook.DefaultTolerance); err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		var req webhook.Request
+		if err := json.Unmarshal(body, &req); err != nil {
+			http.Error(w, "bad delivery", 400)
+			return
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		switch {
+		case req.Kind == webhook.KindTaskInput || req.Kind == webhook.KindTaskCancel:
+			h.news = append(h.news, &req)
+			w.WriteHeader(http.StatusNoContent)
+		case req.Task != nil && (h.acceptIf == nil || h.acceptIf(&req)):
+			h.calls = append(h.calls, &req)
+			h.offers[req.Task.ID] = req.Task
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"type":"accepted","message":"queued"}`))
+		default:
+			h.calls = append(h.calls, &req)
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"type":"complete","result":{"content":[{"type":"text","text":"done at once"}]}}`))
+		}
+	}))
+	t.Cleanup(h.Close)
+	return h
+}
+
+// report sends the task's next report, signed with its secret.
+func (h *taskHook) report(id string, r webhook.Report) (*webhook.ReportAnswer, error) {
+	h.mu.Lock()
+	offer := h.offers[id]
+	h.seq[id]++
+	r.Seq = h.seq[id]
+	h.mu.Unlock()
+	if offer == nil {
+		h.t.Fatalf("no offer for task %s", id)
+	}
+	return webhook.SendReport(context.Background(), nil, offer, &r)
+}
+
+func (h *taskHook) mustReport(id string, r webhook.Report) {
+	h.t.Helper()
+	if _, err := h.report(id, r); err != nil {
+		h.t.Fatalf("report %s: %v", r.Type, err)
+	}
+}
+
+func (h *taskHook) lastNews() *webhook.Request {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.news) == 0 {
+		return nil
+	}
+	return h.news[len(h.news)-1]
+}
+
+func taskTool(name, url, mode string) obj {
+	return obj{"name": name, "description": "long work", "inputSchema": obj{"type": "object"},
+		"handler": obj{"url": url}, "task": obj{"mode": mode, "pollIntervalMs": 500}}
+}
+
+// taskPlatform starts a platform with tenant acme whose tools "export"
+// (may), "deploy" (must) and "echo" (never) are answered by h.
+func taskPlatform(t *testing.T, h *taskHook, opts ...platformtest.Option) *platformtest.Platform {
+	p := platformtest.Start(t, platformtest.SQLiteURL(t), opts...)
+	p.Tenant(t, "acme")
+	secret := p.Tool(t, "acme", taskTool("export", h.URL, "may"))
+	h.mu.Lock()
+	h.secret = secret
+	h.mu.Unlock()
+	// One backend, one secret: the other tools reuse export's by rotation
+	// would be a detour; they get their own hooks' secret checks below.
+	return p
+}
+
+func callTask(t *testing.T, p *platformtest.Platform, slug, tool string, caps obj) *platformtest.Response {
+	t.Helper()
+	return p.MCP(t, slug, "tools/call", obj{"name": tool, "arguments": obj{}, "_meta": platformtest.Meta(caps)})
+}
+
+func tasksCall(t *testing.T, p *platformtest.Platform, slug, method, id string, extra obj) *platformtest.Response {
+	t.Helper()
+	params := obj{"taskId": id, "_meta": platformtest.Meta(taskCaps)}
+	for k, v := range extra {
+		params[k] = v
+	}
+	return p.MCP(t, slug, method, params)
+}
+
+// createdTask checks a CreateTaskResult's shape and returns its id.
+func createdTask(t *testing.T, r *platformtest.Response) string {
+	t.Helper()
+	res := platformtest.Result(t, r)
+	id, _ := res["taskId"].(string)
+	if res["resultType"] != "task" || !strings.HasPrefix(id, "tk_") || len(id) < 20 || res["status"] != "working" {
+		t.Fatalf("not a CreateTaskResult: %v", res)
+	}
+	for _, k := range []string{"task", "result", "error", "inputRequests", "requestState", "ttl", "pollInterval"} {
+		if _, ok := res[k]; ok {
+			t.Fatalf("a CreateTaskResult with %q: %v", k, res)
+		}
+	}
+	if ttl, ok := res["ttlMs"].(float64); !ok || ttl != 3_600_000 {
+		t.Fatalf("ttlMs %v", res["ttlMs"])
+	}
+	if poll, ok := res["pollIntervalMs"].(float64); !ok || poll != 500 {
+		t.Fatalf("pollIntervalMs %v", res["pollIntervalMs"])
+	}
+	for _, k := range []string{"createdAt", "lastUpdatedAt"} {
+		if _, err := time.Parse(time.RFC3339Nano, fmt.Sprint(res[k])); err != nil {
+			t.Fatalf("%s %v: %v", k, res[k], err)
+		}
+	}
+	if res["statusMessage"] != "queued" {
+		t.Fatalf("the backend's first message: %v", res["statusMessage"])
+	}
+	return id
+}
+
+func getTask(t *testing.T, p *platformtest.Platform, id string) map[string]any {
+	t.Helper()
+	res := platformtest.Result(t, tasksCall(t, p, "acme", "tasks/get", id, nil))
+	if res["resultType"] != "complete" || res["taskId"] != id {
+		t.Fatalf("tasks/get: %v", res)
+	}
+	return res
+}
+
+// TestATaskLivesFromCreationToItsResult: a may-mode tool called with the
+// extension is offered to the backend as a task and answered with a
+// CreateTaskResult once the task is durable; the backend's reports move
+// it (progress, a question, the client's partial and full answers
+// delivered signed, the result); terminal statuses never change; the
+// result's resultType is inlined; requestState appears nowhere.
+func TestATaskLivesFromCreationToItsResult(t *testing.T) {
+	h := newTaskHook(t)
+	p := taskPlatform(t, h)
+	id := createdTask(t, callTask(t, p, "acme", "export", taskCaps))
+	if got := getTask(t, p, id); got["status"] != "working" || got["statusMessage"] != "queued" {
+		t.Fatalf("right after creation: %v", got)
+	}
+	offer := h.offers[id]
+	if offer == nil || offer.Secret == "" || !strings.HasSuffix(offer.ReportURL, "/t/acme/tasks/"+id) || offer.DeadlineMs != 600_000 {
+		t.Fatalf("the offer: %+v", offer)
+	}
+
+	h.mustReport(id, webhook.Report{Type: webhook.ReportProgress, Message: "3 of 10 exported"})
+	if got := getTask(t, p, id); got["status"] != "working" || got["statusMessage"] != "3 of 10 exported" {
+		t.Fatalf("after progress: %v", got)
+	}
+	ask := func(msg string) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"method":"elicitation/create","params":{"mode":"form","message":%q,"requestedSchema":{"type":"object","properties":{"ok":{"type":"boolean"}}}}}`, msg))
+	}
+	h.mustReport(id, webhook.Report{Type: webhook.ReportInputRequired, Message: "waiting for you",
+		InputRequests: map[string]json.RawMessage{"first": ask("First?"), "second": ask("Second?")}})
+	got := getTask(t, p, id)
+	reqs, _ := got["inputRequests"].(map[string]any)
+	if got["status"] != "input_required" || len(reqs) != 2 {
+		t.Fatalf("after the question: %v", got)
+	}
+	if _, ok := got["requestState"]; ok {
+		t.Fatal("tasks/get carries a requestState")
+	}
+
+	// A partial answer, with a key never asked: the known one is taken
+	// (and delivered), the other ignored, and the next get says so.
+	ackd := platformtest.Result(t, tasksCall(t, p, "acme", "tasks/update", id, obj{"inputResponses": obj{
+		"first": obj{"action": "accept", "content": obj{"ok": true}}, "never-asked": obj{"action": "accept"}}}))
+	if len(ackd) != 1 || ackd["resultType"] != "complete" {
+		t.Fatalf("the update's acknowledgement: %v", ackd)
+	}
+	got = getTask(t, p, id)
+	reqs, _ = got["inputRequests"].(map[string]any)
+	if _, still := reqs["first"]; got["status"] != "input_required" || len(reqs) != 1 || still {
+		t.Fatalf("after a partial answer: %v", got)
+	}
+	testwait.Until(t, 5*time.Second, "the answer reaches the backend", func() bool { return h.lastNews() != nil })
+	n := h.lastNews()
+	if n.Kind != webhook.KindTaskInput || n.Task.ID != id || len(n.InputResponses) != 1 || n.InputResponses["first"] == nil || n.Task.Secret != "" {
+		t.Fatalf("the delivered answers: %+v", n)
+	}
+	platformtest.Result(t, tasksCall(t, p, "acme", "tasks/update", id, obj{"inputResponses": obj{
+		"second": obj{"action": "decline"}, "first": obj{"action": "accept", "content": obj{"ok": false}}}}))
+	got = getTask(t, p, id)
+	if got["status"] != "working" {
+		t.Fatalf("after every answer: %v", got)
+	}
+	testwait.Until(t, 5*time.Second, "the second answer reaches the backend", func() bool {
+		n := h.lastNews()
+		return n != nil && n.InputResponses["second"] != nil
+	})
+	if n := h.lastNews(); n.InputResponses["first"] != nil {
+		t.Fatalf("an answered key was delivered again: %v", n.InputResponses)
+	}
+
+	h.mustReport(id, webhook.Report{Type: webhook.ReportComplete, Result: json.RawMessage(`{"content":[{"type":"text","text":"exported"}],"isError":true}`)})
+	got = getTask(t, p, id)
+	result, _ := got["result"].(map[string]any)
+	if got["status"] != "completed" || result["resultType"] != "complete" || result["isError"] != true {
+		t.Fatalf("a tool error completes the task: %v", got)
+	}
+	// Terminal: reports are refused, updates and cancels change nothing.
+	if _, err := h.report(id, webhook.Report{Type: webhook.ReportProgress, Message: "more"}); err == nil || !strings.Contains(err.Error(), "409") {
+		t.Fatalf("a report after the end: %v", err)
+	}
+	platformtest.Result(t, tasksCall(t, p, "acme", "tasks/cancel", id, nil))
+	if again := getTask(t, p, id); again["status"] != "completed" || again["lastUpdatedAt"] != got["lastUpdatedAt"] {
+		t.Fatalf("a finished task changed: %v", again)
+	}
+}
+
+// TestTheServerAloneDecidesWhatBecomesATask: without the extension a
+// may-mode tool answers at once (its backend offered nothing), a
+// must-mode tool is -32021 naming the extension, and the 2025-11-25
+// params.task changes nothing; with it, a backend that answers at once
+// gives a plain result and no task survives; server/discover advertises
+// the extension (and never capabilities.tasks) only while a tool may run
+// as one.
+func TestTheServerAloneDecidesWhatBecomesATask(t *testing.T) {
+	h := newTaskHook(t)
+	p := taskPlatform(t, h)
+	discover := func() map[string]any {
+		return platformtest.Result(t, p.MCP(t, "acme", "server/discover", nil))["capabilities"].(map[string]any)
+	}
+	caps := discover()
+	if ext, _ := caps["extensions"].(map[string]any); ext == nil || fmt.Sprint(ext["io.modelcontextprotocol/tasks"]) != "map[]" {
+		t.Fatalf("discover: %v", caps)
+	}
+	if _, ok := caps["tasks"]; ok {
+		t.Fatal("capabilities.tasks advertised at 2026-07-28")
+	}
+
+	res := platformtest.Result(t, callTask(t, p, "acme", "export", obj{}))
+	if res["resultType"] != "complete" || toolText(t, res) != "done at once" || h.calls[len(h.calls)-1].Task != nil {
+		t.Fatalf("without the extension: %v", res)
+	}
+	r := p.MCP(t, "acme", "tools/call", obj{"name": "export", "arguments": obj{}, "task": obj{"ttl": 60000}, "_meta": platformtest.Meta(obj{})})
+	if res := platformtest.Result(t, r); res["resultType"] != "complete" {
+		t.Fatalf("with the legacy params.task: %v", res)
+	}
+
+	secret := p.Tool(t, "acme", taskTool("deploy", h.URL, "must"))
+	_ = secret // the hook verifies with export's secret; deploy is refused before any delivery
+	r = callTask(t, p, "acme", "deploy", obj{"elicitation": obj{}})
+	code, _, data := platformtest.RPCError(t, r)
+	req, _ := data["requiredCapabilities"].(map[string]any)
+	ext, _ := req["extensions"].(map[string]any)
+	if code != -32021 || ext == nil || ext["io.modelcontextprotocol/tasks"] == nil {
+		t.Fatalf("a must-mode tool without the extension: %d %v", code, data)
+	}
+
+	h.mu.Lock()
+	h.acceptIf = func(*webhook.Request) bool { return false }
+	h.mu.Unlock()
+	res = platformtest.Result(t, callTask(t, p, "acme", "export", taskCaps))
+	if res["resultType"] != "complete" || h.calls[len(h.calls)-1].Task == nil {
+		t.Fatalf("offered, answered at once: %v", res)
+	}
+	if n := platformtest.SQL(t, p.DatabaseURL).Strings(t, "SELECT id FROM tasks"); len(n) != 0 {
+		t.Fatalf("a call answered at once left its task: %v", n)
+	}
+
+	p.MustAdmin(t, 204, "DELETE", "/api/v1/tenants/acme/tools/export", nil)
+	p.MustAdmin(t, 204, "DELETE", "/api/v1/tenants/acme/tools/deploy", nil)
+	p.Tool(t, "acme", echoTool("echo", h.URL))
+	testwait.Until(t, 5*time.Second, "discover stops advertising tasks", func() bool {
+		_, ok := discover()["extensions"]
+		return !ok
+	})
+}
+
+// TestTasksMethodsAreGatedAndRoutedAsTheExtensionSays: every tasks/*
+// method needs the extension in its own _meta (-32021, before the task
+// is looked up); Mcp-Name must be the task id (-32020); tasks/result and
+// tasks/list are gone (-32601); an id that is not a task of the caller
+// is -32602 like one that never existed.
+func TestTasksMethodsAreGatedAndRoutedAsTheExtensionSays(t *testing.T) {
+	h := newTaskHook(t)
+	p := taskPlatform(t, h)
+	id := createdTask(t, callTask(t, p, "acme", "export", taskCaps))
+	for _, m := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
+		for _, tid := range []string{id, "tk_doesnotexist"} {
+			r := p.MCP(t, "acme", m, obj{"taskId": tid, "_meta": platformtest.Meta(obj{"elicitation": obj{}})})
+			if code, _, data := platformtest.RPCError(t, r); code != -32021 || data["requiredCapabilities"] == nil {
+				t.Fatalf("%s %s without the extension: %d %v", m, tid, code, data)
+			}
+		}
+		body, _ := json.Marshal(obj{"jsonrpc": "2.0", "id": 1, "method": m, "params": obj{"taskId": id, "_meta": platformtest.Meta(taskCaps)}})
+		for _, name := range []string{"tk_other", "", id + " "} {
+			hdr := http.Header{"Content-Type": {"application/json"}, "Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {m}}
+			if name != "" {
+				hdr.Set("Mcp-Name", name)
+			}
+			r := platformtest.Do(t, "POST", p.URL+"/t/acme/mcp", hdr, body)
+			if code, _, _ := platformtest.RPCError(t, r); code != -32020 || r.Status != 400 {
+				t.Fatalf("%s with Mcp-Name %q: HTTP %d, %d", m, name, r.Status, code)
+			}
+		}
+	}
+	for _, m := range []string{"tasks/result", "tasks/list"} {
+		r := p.MCP(t, "acme", m, obj{"taskId": id, "_meta": platformtest.Meta(taskCaps)})
+		if code, _, _ := platformtest.RPCError(t, r); code != -32601 {
+			t.Fatalf("%s: %d", m, code)
+		}
+	}
+	unknown := func(r *platformtest.Response) string {
+		code, msg, data := platformtest.RPCError(t, r)
+		return fmt.Sprint(r.Status, code, msg, data)
+	}
+	want := unknown(tasksCall(t, p, "acme", "tasks/get", "tk_AAAAAAAAAAAAAAAAAAAAAAAA", nil))
+	if !strings.Contains(want, "-32602") {
+		t.Fatalf("an unknown id: %s", want)
+	}
+	// Another tenant's task (same platform, its own backend) is unknown
+	// here, for every method, in every spelling of its id.
+	p.Tenant(t, "beta")
+	hb := newTaskHook(t)
+	hb.secret = p.Tool(t, "beta", taskTool("export", hb.URL, "may"))
+	betaID := createdTask(t, callTask(t, p, "beta", "export", taskCaps))
+	for _, m := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
+		for _, tid := range []string{betaID, strings.ToUpper(betaID), betaID + "x", " " + betaID, betaID[:len(betaID)-1]} {
+			if got := unknown(tasksCall(t, p, "acme", m, tid, obj{"inputResponses": obj{}})); got != want {
+				t.Fatalf("%s of %q from another tenant: %s, want %s", m, tid, got, want)
+			}
+		}
+	}
+	if got := getTask(t, p, id); got["status"] != "working" {
+		t.Fatalf("acme's task changed: %v", got)
+	}
+	beta := platformtest.Result(t, tasksCall(t, p, "beta", "tasks/get", betaID, nil))
+	if beta["status"] != "working" {
+		t.Fatalf("beta's task was touched through acme: %v", beta)
+	}
+}
