@@ -110,6 +110,13 @@ type Options struct {
 
 	// SkipDiscover sends no server/discover before the first request.
 	SkipDiscover bool
+
+	// NoTasks leaves the Tasks extension undeclared, so no call becomes a
+	// task (a tool that must run as one is then refused by the server).
+	NoTasks bool
+	// OnTask receives a task a call created, and each change of it while
+	// CallTool or WaitTask follows it (status, status message).
+	OnTask func(*Task)
 }
 
 // Client is an MCP client for one endpoint. It is safe for concurrent use.
@@ -169,6 +176,9 @@ func (c *Client) Capabilities() mrtr.ClientCapabilities {
 	}
 	if c.opts.Roots != nil {
 		caps.Roots = &mrtr.RootsCapability{}
+	}
+	if !c.opts.NoTasks {
+		caps.Extensions = map[string]json.RawMessage{mcp.ExtensionTasks: json.RawMessage("{}")}
 	}
 	return caps
 }

@@ -194,7 +194,7 @@ func TestEveryRequestCarriesMetaAndTheStandardHeaders(t *testing.T) {
 		}
 		m := r.meta(t)
 		if string(m["io.modelcontextprotocol/protocolVersion"]) != `"2026-07-28"` ||
-			string(m["io.modelcontextprotocol/clientCapabilities"]) != `{"elicitation":{"form":{}}}` ||
+			string(m["io.modelcontextprotocol/clientCapabilities"]) != `{"elicitation":{"form":{}},"extensions":{"io.modelcontextprotocol/tasks":{}}}` ||
 			string(m["io.modelcontextprotocol/clientInfo"]) != `{"name":"tester","version":"9"}` {
 			t.Errorf("%s: _meta %v", r.Method, m)
 		}
@@ -207,11 +207,14 @@ func TestCapabilitiesAreDeclaredFromTheHandlersRegistered(t *testing.T) {
 		opts client.Options
 		want string
 	}{
-		{client.Options{}, `{}`},
-		{client.Options{ElicitForm: acceptAll}, `{"elicitation":{"form":{}}}`},
-		{client.Options{ElicitURL: acceptAll}, `{"elicitation":{"url":{}}}`},
-		{client.Options{ElicitForm: acceptAll, ElicitURL: acceptAll, Sample: sample, Roots: client.StaticRoots()},
+		{client.Options{NoTasks: true}, `{}`},
+		{client.Options{ElicitForm: acceptAll, NoTasks: true}, `{"elicitation":{"form":{}}}`},
+		{client.Options{ElicitURL: acceptAll, NoTasks: true}, `{"elicitation":{"url":{}}}`},
+		{client.Options{ElicitForm: acceptAll, ElicitURL: acceptAll, Sample: sample, Roots: client.StaticRoots(), NoTasks: true},
 			`{"elicitation":{"form":{},"url":{}},"sampling":{},"roots":{}}`},
+		// The Tasks extension is declared unless NoTasks.
+		{client.Options{}, `{"extensions":{"io.modelcontextprotocol/tasks":{}}}`},
+		{client.Options{ElicitForm: acceptAll}, `{"elicitation":{"form":{}},"extensions":{"io.modelcontextprotocol/tasks":{}}}`},
 	}
 	for _, tc := range cases {
 		f := newFake(t, basic)

@@ -215,6 +215,7 @@ type CallOption func(*callConfig)
 
 type callConfig struct {
 	manual     bool
+	noWait     bool
 	seed       *mrtr.Seed
 	meta       map[string]any
 	observer   mrtr.Observer
@@ -347,6 +348,13 @@ func (c *Client) CallTool(ctx context.Context, name string, arguments any, opts 
 	}
 	if pending != nil {
 		return &CallToolResult{Raw: raw, InputRequired: pending}, nil
+	}
+	if resultType(raw) == mcp.ResultTypeTask {
+		var cfg callConfig
+		for _, o := range opts {
+			o(&cfg)
+		}
+		return c.followTask(ctx, raw, cfg.noWait)
 	}
 	var res CallToolResult
 	if err := decodeResult("tools/call", raw, &res); err != nil {

@@ -147,6 +147,10 @@ type CallToolResult struct {
 	// InputRequired is set, in manual mode only, when the server asked
 	// for input; the other fields are then empty.
 	InputRequired *mrtr.Pending `json:"-"`
+	// Task is the task the call became: with NoWait, the task just
+	// created (the other fields are then empty); else the task as it
+	// ended.
+	Task *Task `json:"-"`
 }
 
 // Prompt is a prompt as listed.

@@ -30,6 +30,16 @@
 // client's answers relayed from whichever replica receives them
 // (legacyrelay.go).
 //
+// A tools/call may become a task (the Tasks extension) when its tool's
+// mode allows it and the request declares the extension: the task is a
+// row in the store before the client hears of it (tasks.go: creation,
+// tasks/get, tasks/update, tasks/cancel), the backend's signed reports
+// move it on any replica (taskreport.go), a sweep from the store's
+// due-time index fails tasks whose backend went silent and retries
+// deliveries (tasksweep.go), and subscriptions/listen streams follow
+// the tasks they name (taskwatch.go). Each lifecycle event is one
+// TaskEvent (taskevent.go), handed to the sinks that take them.
+//
 // The facts of the round are gathered on the way into one Round value
 // (round.go) and handed, once, after the answer is written, to every
 // RoundSink: telemetry (telemetry.go: the span, its attributes, the

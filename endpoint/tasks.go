@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/opsmcp/platform/auth"
@@ -50,6 +51,7 @@ type taskEngine struct {
 	// changes follows the record across replicas, for streams that
 	// follow tasks; nil without one.
 	changes FlowChanges
+	counts  taskCounts
 }
 
 // taskContext is ctx carrying the span of the round that created tk, so
@@ -409,5 +411,44 @@ func (te *taskEngine) deliver(ctx context.Context, tk *store.Task) {
 	}
 	if claimed, ok := te.claim(context.WithoutCancel(ctx), tk, 0); ok {
 		te.send(context.WithoutCancel(ctx), claimed, 0)
+	}
+}
+
+// taskCounts keeps the fleet's task counts for the gauges, read at most
+// every taskCountsTTL.
+type taskCounts struct {
+	mu     sync.Mutex
+	at     time.Time
+	counts map[string]*store.TaskCounts
+}
+
+const taskCountsTTL = 5 * time.Second
+
+// ReportTasks reports, per tenant, its tasks by status and the age of
+// its oldest working task (the opsmcp.tasks gauges), from counts at most
+// a few seconds old; a failed count reports the last one.
+func (e *Handler) ReportTasks(ctx context.Context, count func(tenant, status string, n int64), oldest func(tenant string, seconds float64)) {
+	c := &e.tasks.counts
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.at) > taskCountsTTL {
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		counts, err := e.tasks.store.Counts(qctx)
+		cancel()
+		if err == nil {
+			c.counts, c.at = counts, time.Now()
+		}
+	}
+	for tenantID, tc := range c.counts {
+		slug, ok := e.Slug(tenantID)
+		if !ok {
+			continue // a tenant this replica does not know: no label
+		}
+		for status, n := range tc.ByStatus {
+			count(slug, status, n)
+		}
+		if tc.OldestWorking != nil {
+			oldest(slug, time.Since(*tc.OldestWorking).Seconds())
+		}
 	}
 }

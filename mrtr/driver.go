@@ -131,6 +131,10 @@ func ParseResult(raw json.RawMessage) (*Pending, error) {
 	switch {
 	case r.ResultType == nil || *r.ResultType == mcp.ResultTypeComplete:
 		return nil, nil
+	case *r.ResultType == mcp.ResultTypeTask:
+		// The call became a task: its rounds of input are over (a task
+		// asks through tasks/get and tasks/update), so the driver is done.
+		return nil, nil
 	case *r.ResultType != mcp.ResultTypeInputRequired:
 		return nil, &ResultTypeError{ResultType: *r.ResultType}
 	}

@@ -503,8 +503,13 @@ func TestUnknownAndMalformedResultsAreErrors(t *testing.T) {
 		}
 	}
 	var rte *ResultTypeError
-	if _, err := ParseResult(json.RawMessage(`{"resultType":"task"}`)); !errors.As(err, &rte) || rte.ResultType != "task" {
+	if _, err := ParseResult(json.RawMessage(`{"resultType":"stream"}`)); !errors.As(err, &rte) || rte.ResultType != "stream" {
 		t.Fatalf("err %v", err)
+	}
+	// A task (the Tasks extension) ends the rounds of input: the caller
+	// follows the task.
+	if p, err := ParseResult(json.RawMessage(`{"resultType":"task","taskId":"tk_1","status":"working"}`)); p != nil || err != nil {
+		t.Fatalf("a task result: %v %v", p, err)
 	}
 }
 

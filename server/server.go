@@ -37,7 +37,7 @@ type Server struct {
 	tel      *telemetry.Telemetry
 	flows    *flowRecord
 	ownTel   bool   // built here from the environment, so flushed by Close
-	unreport func() // stops the key ring gauges reading s.keys
+	unreport []func() // stop the gauges reading s.keys and the tasks
 
 	// metricsLn is the separate metrics listener (--metrics-listen),
 	// opened by New so a taken address fails the start; Serve serves
@@ -318,10 +318,17 @@ func New(ctx context.Context, in *config.Config, log *slog.Logger, version strin
 			return nil, fmt.Errorf("metrics-listen: %w", err)
 		}
 	}
-	if s.unreport, err = reportKeyRings(tel, km, reg); err != nil {
-		// Telemetry never stops serving: the replica runs without the gauges.
+	// Telemetry never stops serving: the replica runs without a gauge it
+	// cannot register.
+	if unreport, err := reportKeyRings(tel, km, reg); err != nil {
 		log.Warn("key ring gauges unavailable", "err", err)
-		err = nil
+	} else {
+		s.unreport = append(s.unreport, unreport)
+	}
+	if unreport, err := tel.ReportTasks(reg.ReportTasks); err != nil {
+		log.Warn("task gauges unavailable", "err", err)
+	} else {
+		s.unreport = append(s.unreport, unreport)
 	}
 	km.Start()
 	return s, nil
@@ -431,8 +438,8 @@ func (s *Server) Close() error {
 	}
 	s.endpoint.Close()
 	s.flows.close()
-	if s.unreport != nil {
-		s.unreport()
+	for _, unreport := range s.unreport {
+		unreport()
 	}
 	s.keys.Close()
 	if s.ownTel {

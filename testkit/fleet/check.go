@@ -64,12 +64,11 @@ func (t *timeline) cause(r *Round) string {
 // before it was killed: such a round's record and span may have died in
 // the replica's unwritten batches. The driver may read such an answer a
 // little after it sent the signal (the replica wrote it first, and died
-// before its batch), so the window reaches past the kill too: a replica
-// answers nothing once it is dead.
+// before its batch), so the window reaches killRead past the kill too.
 func (t *timeline) lost(f *Flow) bool {
 	for _, r := range f.Rounds {
 		for _, k := range t.kills {
-			if r.answered() && r.Replica == k.replica && r.End.Before(k.at.Add(lossWindow)) && r.End.After(k.at.Add(-lossWindow)) {
+			if r.answered() && r.Replica == k.replica && r.End.Before(k.at.Add(killRead)) && r.End.After(k.at.Add(-lossWindow)) {
 				return true
 			}
 		}

@@ -101,7 +101,7 @@ func TestOnlyTheFaultsExplainAFailure(t *testing.T) {
 	lostAt := func(end float64, replica string) bool {
 		return tl.lost(&Flow{Rounds: []Round{{Start: at(end - 0.01), End: at(end), Replica: replica, Result: "complete"}}})
 	}
-	if !lostAt(9.5, "r2") || lostAt(8, "r2") || lostAt(9.5, "r1") || lostAt(10.5, "r2") {
+	if !lostAt(9.5, "r2") || !lostAt(10.05, "r2") || lostAt(8, "r2") || lostAt(9.5, "r1") || lostAt(10.5, "r2") {
 		t.Fatal("only rounds the killed replica answered in the second before its kill may be lost with it")
 	}
 }

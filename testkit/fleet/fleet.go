@@ -61,6 +61,9 @@ const (
 	// every 100 ms); flows with such a round are exempt from those two
 	// checks and counted apart.
 	lossWindow = time.Second
+	// killRead: an answer the killed replica wrote just before its
+	// SIGKILL may reach the driver this long after the signal.
+	killRead = 250 * time.Millisecond
 	// pgGrace: rounds ending this long after PostgreSQL is back still
 	// count as overlapping its outage.
 	pgGrace = 2 * time.Second

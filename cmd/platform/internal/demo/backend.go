@@ -28,6 +28,11 @@ type Backend struct {
 
 	mu      sync.RWMutex
 	secrets []string
+
+	// migrations are the tasks migrate accepted, by task id; client is
+	// what reports on them.
+	migrations migrations
+	client     *http.Client
 }
 
 // New returns a backend served under base (an absolute URL, e.g.
@@ -38,7 +43,7 @@ func New(base string, log *slog.Logger) (*Backend, error) {
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("demo: base %q is not an absolute URL", base)
 	}
-	return &Backend{base: u, log: log}, nil
+	return &Backend{base: u, log: log, client: &http.Client{Timeout: 10 * time.Second}}, nil
 }
 
 // HookURL is where the platform delivers the demo tenant's calls.
@@ -105,6 +110,11 @@ func (b *Backend) hook(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not a v1 delivery", http.StatusBadRequest)
 		return
 	}
+	if req.Kind == webhook.KindTaskInput || req.Kind == webhook.KindTaskCancel {
+		b.migrations.news(&req)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	res := b.answer(&req)
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(res)
@@ -116,6 +126,8 @@ func (b *Backend) answer(req *webhook.Request) *webhook.Response {
 		return provision(req)
 	case webhook.KindTool + "/deploy":
 		return b.deploy(req)
+	case webhook.KindTool + "/migrate":
+		return b.migrate(req)
 	case webhook.KindTool + "/summarize":
 		return summarize(req)
 	case webhook.KindTool + "/workspace":

@@ -13,6 +13,10 @@
 //   - webhook-driven input, asked by the backend itself with its own
 //     state between rounds: deploy (a confirmation, then a URL to review
 //     the change) and summarize (a request to the client's model).
+//
+// And one long-running tool: migrate runs as a task (the Tasks
+// extension) for about twenty seconds, reporting its progress and asking
+// to confirm the cut-over midway (migrate.go).
 package demo
 
 // Slug is the demo tenant's slug.
@@ -102,6 +106,17 @@ func Catalogue(hookURL string) []Item {
 			}},
 			"annotations": obj{"destructiveHint": yes, "idempotentHint": yes, "openWorldHint": yes},
 			"handler":     handler,
+		}},
+		{"tools", "migrate", obj{
+			"name": "migrate", "title": "Migrate a service's database",
+			"description": "Copies a service's database to a new schema version, as a task of about twenty seconds: it reports its progress, asks to confirm the cut-over midway, and finishes with a summary. Clients that cannot follow tasks are refused.",
+			"inputSchema": obj{"type": "object", "additionalProperties": false, "required": []string{"service"}, "properties": obj{
+				"service": obj{"type": "string", "pattern": servicePattern, "description": "The service whose database moves, e.g. checkout"},
+				"to":      obj{"type": "string", "pattern": `^v[0-9]+$`, "default": "v2", "description": "The schema version to move to"},
+			}},
+			"annotations": obj{"openWorldHint": yes},
+			"handler":     handler,
+			"task":        obj{"mode": "must", "pollIntervalMs": 1000, "deadlineMs": 60_000, "ttlMs": 3_600_000},
 		}},
 		{"tools", "summarize", obj{
 			"name": "summarize", "title": "Summarize an incident",

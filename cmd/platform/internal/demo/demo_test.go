@@ -284,3 +284,65 @@ func TestTheBackendAnswersOnlySignedDeliveries(t *testing.T) {
 		t.Fatalf("a good delivery: HTTP %d", got)
 	}
 }
+
+// TestTheMigrationRunsAsATaskAndAsksMidway: migrate becomes a task for a
+// client that follows tasks; the Go client sees its progress, answers
+// the cut-over question midway, and gets the result; declined, the task
+// completes without the cut-over; a client that cannot follow tasks is
+// refused with -32021.
+func TestTheMigrationRunsAsATaskAndAsksMidway(t *testing.T) {
+	defer demo.SetMigrationStep(50 * time.Millisecond)()
+	p, _ := setup(t)
+	url := p.URL + "/t/" + demo.Slug + "/mcp"
+	ctx := context.Background()
+	for _, tc := range []struct {
+		cutover bool
+		want    string
+	}{{true, "Migrated checkout to schema v3"}, {false, "stopped before the cut-over"}} {
+		a := &answers{form: map[string]client.ElicitResult{"cutover": accept(map[string]any{"cutover": tc.cutover})}}
+		var mu sync.Mutex
+		var statuses, messages []string
+		c, err := client.New(url, client.Options{
+			ElicitForm: func(_ context.Context, req *client.ElicitRequest) (*client.ElicitResult, error) {
+				a.note(req.Key, req.Message)
+				r := a.form[req.Key]
+				return &r, nil
+			},
+			OnTask: func(task *client.Task) {
+				mu.Lock()
+				defer mu.Unlock()
+				if len(statuses) == 0 || statuses[len(statuses)-1] != task.Status {
+					statuses = append(statuses, task.Status)
+				}
+				messages = append(messages, task.StatusMessage)
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.CallTool(ctx, "migrate", map[string]any{"service": "checkout", "to": "v3"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Task == nil || r.Task.Status != client.TaskCompleted || !strings.Contains(text(r), tc.want) {
+			t.Fatalf("cut-over %v: %+v %q", tc.cutover, r.Task, text(r))
+		}
+		mu.Lock()
+		got := strings.Join(statuses, " ")
+		all := strings.Join(messages, "\n")
+		mu.Unlock()
+		if got != "working input_required working completed" || !strings.Contains(all, "Waiting for the cut-over confirmation") || !strings.Contains(all, "queued") {
+			t.Fatalf("cut-over %v: statuses %q, messages:\n%s", tc.cutover, got, all)
+		}
+		if len(a.asked) != 1 || !strings.Contains(a.asked[0], "Cut over to v3 now?") {
+			t.Fatalf("asked %v", a.asked)
+		}
+	}
+	c, err := client.New(url, client.Options{NoTasks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CallTool(ctx, "migrate", map[string]any{"service": "checkout"}); !client.IsCode(err, -32021) {
+		t.Fatalf("a client that cannot follow tasks: %v", err)
+	}
+}
