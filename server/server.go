@@ -36,7 +36,7 @@ type Server struct {
 	handler  http.Handler
 	tel      *telemetry.Telemetry
 	flows    *flowRecord
-	ownTel   bool   // built here from the environment, so flushed by Close
+	ownTel   bool     // built here from the environment, so flushed by Close
 	unreport []func() // stop the gauges reading s.keys and the tasks
 
 	// metricsLn is the separate metrics listener (--metrics-listen),
