@@ -108,14 +108,21 @@ const (
 // (isError results included). A failed task is its *RPCError; a
 // cancelled one ErrTaskCancelled.
 func (c *Client) WaitTask(ctx context.Context, id string) (*CallToolResult, error) {
+	return c.waitTask(ctx, id, "")
+}
+
+// seen is what makes a task's state news to OnTask.
+func (t *Task) seen() string { return t.Status + "\x00" + t.StatusMessage + "\x00" + t.LastUpdatedAt }
+
+// waitTask is WaitTask, the task's state last told to OnTask being last.
+func (c *Client) waitTask(ctx context.Context, id, last string) (*CallToolResult, error) {
 	answered := map[string]bool{}
-	last := ""
 	for {
 		t, err := c.GetTask(ctx, id)
 		if err != nil {
 			return nil, err
 		}
-		if seen := t.Status + "\x00" + t.StatusMessage + "\x00" + t.LastUpdatedAt; seen != last {
+		if seen := t.seen(); seen != last {
 			last = seen
 			if c.opts.OnTask != nil {
 				c.opts.OnTask(t)
@@ -181,7 +188,7 @@ func (c *Client) followTask(ctx context.Context, raw json.RawMessage, noWait boo
 	if c.opts.OnTask != nil {
 		c.opts.OnTask(&t)
 	}
-	return c.WaitTask(ctx, t.ID)
+	return c.waitTask(ctx, t.ID, t.seen())
 }
 
 // resultType is a result's resultType ("" when it has none).

@@ -31,6 +31,12 @@ Usage:
   platform call URL prompt NAME [--arg k=v ...] get a prompt
   platform call URL resources                   list resources and templates
   platform call URL resource URI                read a resource
+  platform call URL task get|wait|cancel ID     read, follow to its end, or cancel a task
+
+A tool may answer with a task (work longer than one request): the call
+follows it to its end, showing its progress on stderr and asking its
+questions as they come; with --no-wait it prints the task's id at once,
+for "task wait" or "task get" later.
 
 When the server needs input mid-call, the questions are asked on the
 terminal: form fields typed from the requested schema, URLs to open,
@@ -59,6 +65,7 @@ type callFlags struct {
 	noInput   bool
 	maxRounds int
 	timeout   time.Duration
+	noWait    bool
 }
 
 // call runs "platform call". stdin is the terminal when interactive.
@@ -86,6 +93,7 @@ func call(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	fs.BoolVar(&f.noInput, "no-input", false, "never ask on the terminal; unanswered questions are errors")
 	fs.IntVar(&f.maxRounds, "max-rounds", mrtr.DefaultMaxRounds, "most rounds of input one call may take")
 	fs.DurationVar(&f.timeout, "timeout", 0, "bound on the whole call (0: none)")
+	fs.BoolVar(&f.noWait, "no-wait", false, "a tool call that becomes a task prints the task's id at once instead of following it")
 
 	// Flags may come before, between or after the positional arguments.
 	var pos []string
@@ -119,16 +127,25 @@ func call(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 		return usageErr("--output must be text or json")
 	}
 	endpoint, verb, rest := pos[0], pos[1], pos[2:]
-	wantArgs := map[string]int{"tools": 0, "prompts": 0, "resources": 0, "tool": 1, "prompt": 1, "resource": 1}
+	wantArgs := map[string]int{"tools": 0, "prompts": 0, "resources": 0, "tool": 1, "prompt": 1, "resource": 1, "task": 2}
 	n, ok := wantArgs[verb]
 	if !ok {
 		return usageErr(fmt.Sprintf("unknown action %q", verb))
 	}
 	if len(rest) != n {
-		if n == 0 {
+		switch n {
+		case 0:
 			return usageErr(fmt.Sprintf("%s takes no further argument", verb))
+		case 2:
+			return usageErr("task takes get, wait or cancel, and a task id")
 		}
 		return usageErr(fmt.Sprintf("%s takes exactly one name or URI", verb))
+	}
+	if verb == "task" && rest[0] != "get" && rest[0] != "wait" && rest[0] != "cancel" {
+		return usageErr(fmt.Sprintf("task %q: want get, wait or cancel", rest[0]))
+	}
+	if f.noWait && verb != "tool" {
+		return usageErr("--no-wait applies to tool")
 	}
 	if (len(f.args) > 0 || f.json != "") && verb != "tool" && verb != "prompt" {
 		return usageErr("--arg and --json apply to tool and prompt")
@@ -194,6 +211,7 @@ func runCall(endpoint, verb string, rest []string, f *callFlags, stdin io.Reader
 		Sample:     u.sample,
 		MaxRounds:  f.maxRounds,
 		Observer:   u.observe,
+		OnTask:     u.task,
 	}
 	if len(roots) > 0 {
 		opts.Roots = client.StaticRoots(roots...)
@@ -250,9 +268,16 @@ func runCall(endpoint, verb string, rest []string, f *callFlags, stdin io.Reader
 		if err != nil {
 			return err
 		}
-		res, err := c.CallTool(ctx, rest[0], args)
+		var opts []client.CallOption
+		if f.noWait {
+			opts = append(opts, client.NoWait())
+		}
+		res, err := c.CallTool(ctx, rest[0], args, opts...)
 		if err != nil {
 			return explain(err)
+		}
+		if res.Task != nil && !res.Task.Done() {
+			return out.task(res.Task)
 		}
 		if err := out.toolResult(res); err != nil {
 			return err
@@ -281,6 +306,41 @@ func runCall(endpoint, verb string, rest []string, f *callFlags, stdin io.Reader
 			return explain(err)
 		}
 		return out.resourceResult(res)
+	case "task":
+		return taskVerb(ctx, c, out, rest[0], rest[1])
+	}
+	return nil
+}
+
+// taskVerb acts on a task: get prints it, wait follows it to its end and
+// prints its result, cancel cancels it.
+func taskVerb(ctx context.Context, c *client.Client, out *printer, verb, id string) error {
+	switch verb {
+	case "get":
+		t, err := c.GetTask(ctx, id)
+		if err != nil {
+			return explain(err)
+		}
+		return out.task(t)
+	case "cancel":
+		if err := c.CancelTask(ctx, id); err != nil {
+			return explain(err)
+		}
+		t, err := c.GetTask(ctx, id)
+		if err != nil {
+			return explain(err)
+		}
+		return out.task(t)
+	}
+	res, err := c.WaitTask(ctx, id)
+	if err != nil {
+		return explain(err)
+	}
+	if err := out.toolResult(res); err != nil {
+		return err
+	}
+	if res.IsError {
+		return &callError{"the task's tool reported an error"}
 	}
 	return nil
 }
@@ -297,6 +357,9 @@ func explain(err error) error {
 			}
 		}
 		return &callError{fmt.Sprintf("the server needs the client capabilities %s%s", strings.Join(caps, ", "), hint)}
+	}
+	if errors.Is(err, client.ErrTaskCancelled) {
+		return &callError{"the task was cancelled"}
 	}
 	if errors.Is(err, context.Canceled) {
 		return &callError{"interrupted"}

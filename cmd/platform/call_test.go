@@ -474,3 +474,117 @@ func TestCallSendsTheBearerTokenFromTheFlagOrTheEnvironment(t *testing.T) {
 		t.Fatalf("Authorization headers %q", seen)
 	}
 }
+
+// taskHook accepts every call offered as a task, asks one question from
+// the task, and completes it with the answer; it records cancels.
+type taskHook struct {
+	*httptest.Server
+	mu        sync.Mutex
+	secret    string
+	offers    map[string]*webhook.Task
+	cancelled []string
+}
+
+func newTaskHook(t *testing.T) *taskHook {
+	h := &taskHook{offers: map[string]*webhook.Task{}}
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		h.mu.Lock()
+		secret := h.secret
+		h.mu.Unlock()
+		if err := webhook.Verify(secret, r.Header.Get(webhook.SignatureHeader), body, time.Now(), webhook.DefaultTolerance); err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		var req webhook.Request
+		_ = json.Unmarshal(body, &req)
+		switch req.Kind {
+		case webhook.KindTaskCancel:
+			h.mu.Lock()
+			h.cancelled = append(h.cancelled, req.Task.ID)
+			h.mu.Unlock()
+			w.WriteHeader(http.StatusNoContent)
+			return
+		case webhook.KindTaskInput:
+			go func() {
+				text := fmt.Sprintf("cut over: %s", req.InputResponses["cutover"])
+				result, _ := json.Marshal(obj2{"content": []obj2{{"type": "text", "text": text}}})
+				_, _ = webhook.SendReport(t.Context(), nil, h.offer(req.Task.ID), &webhook.Report{Seq: 2, Type: webhook.ReportComplete, Result: result})
+			}()
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		h.mu.Lock()
+		h.offers[req.Task.ID] = req.Task
+		h.mu.Unlock()
+		go func() {
+			time.Sleep(300 * time.Millisecond) // after the task's creation is answered
+			_, _ = webhook.SendReport(t.Context(), nil, req.Task, &webhook.Report{Seq: 1, Type: webhook.ReportInputRequired, Message: "asking",
+				InputRequests: map[string]json.RawMessage{"cutover": json.RawMessage(`{"method":"elicitation/create","params":{"mode":"form","message":"Cut over?","requestedSchema":{"type":"object","properties":{"ok":{"type":"boolean"}}}}}`)}})
+		}()
+		fmt.Fprint(w, `{"type":"accepted","message":"queued"}`)
+	}))
+	t.Cleanup(h.Close)
+	return h
+}
+
+func (h *taskHook) offer(id string) *webhook.Task {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.offers[id]
+}
+
+// TestCallFollowsATaskOrLeavesItRunning: a tool that becomes a task is
+// followed to its end (its progress on stderr, its question answered from
+// the answers file); with --no-wait the task's id is printed at once, and
+// "task get", "task wait" and "task cancel" act on it by id.
+func TestCallFollowsATaskOrLeavesItRunning(t *testing.T) {
+	p := platformtest.Start(t, platformtest.SQLiteURL(t))
+	p.Tenant(t, "acme")
+	h := newTaskHook(t)
+	h.mu.Lock()
+	h.secret = p.Tool(t, "acme", obj2{"name": "migrate", "description": "long", "inputSchema": obj2{"type": "object"},
+		"handler": obj2{"url": h.URL}, "task": obj2{"mode": "must", "pollIntervalMs": 100}})
+	h.mu.Unlock()
+	url := p.URL + "/t/acme/mcp"
+	answers := writeAnswers(t, obj2{"cutover": obj2{"action": "accept", "content": obj2{"ok": true}}})
+	code, out, errs := runCallCmd(t, nil, url, "tool", "migrate", "--answers", answers)
+	if code != 0 || !strings.Contains(out, `cut over: {"action":"accept","content":{"ok":true}}`) {
+		t.Fatalf("followed: %d %q %q", code, out, errs)
+	}
+	for _, want := range []string{": working (queued)", ": input_required (asking)", ": completed"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errs)
+		}
+	}
+
+	code, out, errs = runCallCmd(t, nil, url, "tool", "migrate", "--no-wait")
+	id, _, _ := strings.Cut(strings.TrimPrefix(out, "task "), ":")
+	if code != 0 || !strings.HasPrefix(id, "tk_") || !strings.Contains(out, ": working (queued)") {
+		t.Fatalf("--no-wait: %d %q %q", code, out, errs)
+	}
+	testwait.Until(t, "the task asks", func() bool {
+		_, out, _ := runCallCmd(t, nil, url, "task", "get", id)
+		return strings.Contains(out, "input_required") && strings.Contains(out, "asks cutover: elicitation/create")
+	})
+	code, out, errs = runCallCmd(t, nil, url, "task", "cancel", id)
+	if code != 0 || !strings.Contains(out, "task "+id+": cancelled") {
+		t.Fatalf("task cancel: %d %q %q", code, out, errs)
+	}
+	testwait.Until(t, "the cancel reaches the backend", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.cancelled) == 1 && h.cancelled[0] == id
+	})
+	code, _, errs = runCallCmd(t, nil, url, "task", "wait", id)
+	if code != 1 || !strings.Contains(errs, "the task was cancelled") {
+		t.Fatalf("task wait on a cancelled task: %d %q", code, errs)
+	}
+	code, _, errs = runCallCmd(t, nil, url, "task", "get", "tk_nosuchtasknosuchtask")
+	if code != 1 || !strings.Contains(errs, "no such task") {
+		t.Fatalf("an unknown task: %d %q", code, errs)
+	}
+	if code, _, errs = runCallCmd(t, nil, url, "task", "list", id); code != 2 {
+		t.Fatalf("task list: %d %q", code, errs)
+	}
+}

@@ -36,6 +36,26 @@ func (p *printer) asJSON(v any) error {
 	return err
 }
 
+// task prints a task: its id, status and message, and what it asks or
+// ended with.
+func (p *printer) task(t *client.Task) error {
+	if p.json {
+		return p.raw(t.Raw)
+	}
+	fmt.Fprintf(p.w, "task %s: %s", t.ID, t.Status)
+	if t.StatusMessage != "" {
+		fmt.Fprintf(p.w, " (%s)", t.StatusMessage)
+	}
+	fmt.Fprintln(p.w)
+	for key, req := range t.InputRequests {
+		fmt.Fprintf(p.w, "  asks %s: %s\n", key, req.Method)
+	}
+	if t.Error != nil {
+		fmt.Fprintf(p.w, "  error %d: %s\n", t.Error.Code, t.Error.Message)
+	}
+	return nil
+}
+
 func (p *printer) tools(tools []client.Tool) error {
 	if p.json {
 		return p.asJSON(obj{"tools": tools})

@@ -418,3 +418,15 @@ func (l *lineReader) readLine(ctx context.Context) (string, error) {
 		return "", context.Cause(ctx)
 	}
 }
+
+// task shows a task's progress as it changes: its status and message,
+// one line each time either moves.
+func (u *ui) task(t *client.Task) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	line := "task " + t.ID + ": " + t.Status
+	if t.StatusMessage != "" {
+		line += " (" + t.StatusMessage + ")"
+	}
+	fmt.Fprintln(u.out, line)
+}
