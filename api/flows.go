@@ -63,6 +63,10 @@ type flowView struct {
 	ClientWaitMS   float64        `json:"clientWaitMs"`
 	CancelReason   string         `json:"cancelReason,omitempty"`
 	CancelledBy    string         `json:"cancelledBy,omitempty"`
+	// Kind is "task" for a task (the Tasks extension), absent for a
+	// multi-round flow; Message a task's last status message.
+	Kind    string `json:"kind,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 type principalView struct {
@@ -92,7 +96,7 @@ func (s *Server) viewFlow(f *record.Flow) flowView {
 		Era: f.Era, PendingKinds: []string{}, KeyID: f.KeyID, Replica: f.Replica, TraceID: f.TraceID,
 		TraceURL: s.traceURL(f.TraceID, ""), Detail: f.Detail, StartedAt: f.StartedAt.UTC(), UpdatedAt: f.UpdatedAt.UTC(),
 		WaitingSince: f.WaitingSince, StateExpiresAt: f.StateExpiresAt, ServerMS: float64(f.ServerUS) / 1000, ClientWaitMS: float64(f.ClientWaitUS) / 1000,
-		CancelReason: f.CancelReason, CancelledBy: f.CancelledBy,
+		CancelReason: f.CancelReason, CancelledBy: f.CancelledBy, Kind: f.Kind, Message: f.Message,
 	}
 	if f.PendingKinds != "" {
 		v.PendingKinds = strings.Split(f.PendingKinds, ",")

@@ -296,7 +296,7 @@ func writeEvent(w *record.RoundWrite, ev *endpoint.TaskEvent, replica string, do
 	f.ClientName, f.ClientVersion = ev.Client.Name, ev.Client.Version
 	f.PrincipalIssuer, f.PrincipalSubject, f.PrincipalClient = ev.Principal.Issuer, ev.Principal.Subject, ev.Principal.Client
 	f.StartedAt, f.UpdatedAt = ev.Created, ev.At
-	f.State = taskStates[ev.Status]
+	f.State, f.Message = taskStates[ev.Status], ev.Message
 	switch {
 	case ev.Cause != "":
 		f.Detail = ev.Cause

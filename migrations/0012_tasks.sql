@@ -57,5 +57,7 @@ CREATE INDEX tasks_expiry ON tasks (expires_at);
 CREATE INDEX tasks_flow ON tasks (flow_id);
 
 -- A flow's kind in the record: '' for a multi-round flow, 'task' for a
--- task (the other kinds come with the record of every call).
+-- task (the other kinds come with the record of every call); a task's
+-- status message as its latest event left it.
 ALTER TABLE flows ADD COLUMN kind TEXT NOT NULL DEFAULT '';
+ALTER TABLE flows ADD COLUMN message TEXT NOT NULL DEFAULT '';

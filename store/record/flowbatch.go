@@ -66,6 +66,7 @@ var batchColumns = []column{
 	{"rounds", colInt}, {"pending_kinds", colText}, {"key_id", colText}, {"replica", colText}, {"trace_id", colText},
 	{"detail", colText}, {"started_at", colTime}, {"updated_at", colTime}, {"waiting_since", colTime},
 	{"state_expires_at", colTime}, {"server_us", colInt}, {"client_wait_us", colInt}, {"kind", colText},
+	{"message", colText},
 	// A JSON object; null for a running mark.
 	{"round", colText},
 }
@@ -103,6 +104,7 @@ const (
 	vServerUS
 	vClientWaitUS
 	vKind
+	vMessage
 	vRound
 	recordValues
 )
@@ -132,11 +134,13 @@ func EncodeRound(b []byte, w *RoundWrite) []byte {
 		b = appendIntField(b, 0)
 		b = appendIntField(b, 0)
 		b = appendTextField(b, f.Kind)
+		b = appendTextField(b, f.Message)
 		return appendNull(b)
 	}
 	b = appendIntField(b, w.Round.ServerUS)
 	b = appendIntField(b, w.Round.ClientWaitUS)
 	b = appendTextField(b, f.Kind)
+	b = appendTextField(b, f.Message)
 	at := len(b)
 	b = append(b, 0, 0, 0, 0)
 	b = w.Round.appendJSON(b)
@@ -481,7 +485,7 @@ func (f *mergedFlow) source(v int) int32 {
 		return f.named
 	case vKind:
 		return f.kinded
-	case vState, vRounds, vPending, vReplica, vDetail, vWaiting, vExpires:
+	case vState, vRounds, vPending, vReplica, vDetail, vWaiting, vExpires, vMessage:
 		return f.newest
 	case vKey:
 		return f.keyed

@@ -19,7 +19,7 @@ func TestARecordHoldsEachValueUnderItsColumn(t *testing.T) {
 			PrincipalIssuer: "https://id", PrincipalSubject: "alice", PrincipalClient: "app", ClientName: "cli",
 			ClientVersion: "1.2", Era: "2026-07-28", State: AwaitingInput, PendingKinds: "form", KeyID: "k7",
 			Replica: "r-3", TraceID: "trace", Detail: "detail", StartedAt: at, UpdatedAt: at.Add(time.Minute),
-			WaitingSince: &waiting, StateExpiresAt: &expires, Kind: KindTask},
+			WaitingSince: &waiting, StateExpiresAt: &expires, Kind: KindTask, Message: "halfway"},
 		Round: Round{N: 5, ServerUS: 1234, ClientWaitUS: 5678, ResultType: "input_required"},
 	}
 	rec := EncodeRound(nil, &w)
@@ -36,7 +36,7 @@ func TestARecordHoldsEachValueUnderItsColumn(t *testing.T) {
 		"client_version": "1.2", "era": "2026-07-28", "state": AwaitingInput, "rounds": "5", "pending_kinds": "form",
 		"key_id": "k7", "replica": "r-3", "trace_id": "trace", "detail": "detail", "started_at": us(at),
 		"updated_at": us(at.Add(time.Minute)), "waiting_since": us(waiting), "state_expires_at": us(expires),
-		"server_us": "1234", "client_wait_us": "5678", "kind": "task", "round": string(w.Round.appendJSON(nil)),
+		"server_us": "1234", "client_wait_us": "5678", "kind": "task", "message": "halfway", "round": string(w.Round.appendJSON(nil)),
 	}
 	if len(want) != len(batchColumns) {
 		t.Fatalf("the test knows %d columns, the record has %d", len(want), len(batchColumns))

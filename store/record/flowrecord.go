@@ -63,7 +63,9 @@ type Flow struct {
 	ServerUS       int64 `gorm:"column:server_us"`
 	ClientWaitUS   int64 `gorm:"column:client_wait_us"`
 	// Kind is "" for a multi-round flow, KindTask for a task.
-	Kind         string
+	Kind string
+	// Message is a task's status message as its latest event left it.
+	Message      string
 	CancelReason string
 	CancelledBy  string
 	// Seq numbers the flow's latest change, in commit order across the
@@ -178,6 +180,7 @@ const flowUpsert = ` ON CONFLICT (id) DO UPDATE SET
 	client_name = CASE WHEN excluded.client_name <> '' THEN excluded.client_name ELSE flows.client_name END,
 	client_version = CASE WHEN excluded.client_name <> '' THEN excluded.client_version ELSE flows.client_version END,
 	kind = CASE WHEN excluded.kind <> '' THEN excluded.kind ELSE flows.kind END,
+	message = CASE WHEN ` + newer + ` THEN excluded.message ELSE flows.message END,
 	rounds = CASE WHEN excluded.rounds > flows.rounds THEN excluded.rounds ELSE flows.rounds END,
 	started_at = CASE WHEN excluded.started_at < flows.started_at THEN excluded.started_at ELSE flows.started_at END,
 	updated_at = CASE WHEN excluded.updated_at > flows.updated_at THEN excluded.updated_at ELSE flows.updated_at END,

@@ -27,11 +27,39 @@ function question(q) {
     schema ? h("div", { class: "fields" }, fields(schema)) : null);
 }
 
+// EVENTS says in words what a task's lifecycle event was.
+const EVENTS = {
+  progress: "progress", input_required: "asked the user", answered: "the user answered", completed: "completed",
+  failed: "failed", cancelled: "cancelled", delivered: "delivered again",
+};
+
+// eventItem is one lifecycle event of a task: what happened, who did it,
+// the task's message after it, what it asked or was answered.
+function eventItem(r) {
+  const wh = r.webhook;
+  const cls = { failed: "s-failed", cancelled: "s-cancelled", completed: "s-completed", input_required: "s-awaiting_input" }[r.event] || "s-running";
+  const by = r.by?.startsWith("admin:") ? "admin " + r.by.slice(6) : r.by;
+  return h("li", { class: "round panel", dataset: { round: r.n, event: r.event } },
+    h("h3", {}, h("span", {}, "Event " + r.n), h("span", { class: "badge " + cls }, EVENTS[r.event] || r.event),
+      h("span", { class: "muted" }, clock(r.arrivedAt))),
+    h("div", { class: "meta" },
+      by ? h("span", {}, "by " + by) : null,
+      h("span", {}, "replica " + (r.replica || "?")),
+      r.errorClass ? h("span", {}, "why: " + r.errorClass) : null,
+      wh ? h("span", {}, `delivery ${wh.outcome}${wh.status ? " (HTTP " + wh.status + ")" : ""} in ${duration(wh.durationMs)}`) : null),
+    r.message ? h("div", {}, r.message) : null,
+    (r.asked || []).map(question),
+    r.answers ? h("details", {}, h("summary", {}, r.answers.keys ? "Answered (keys only)" : "Answers (recorded: the tenant opted in)"),
+      h("pre", { class: "mono" }, JSON.stringify(r.answers.keys || r.answers, null, 2))) : null);
+}
+
 function roundItem(r, flow) {
+  if (r.event) return eventItem(r);
   const wh = r.webhook;
   const title = [h("span", {}, "Round " + r.n)];
   if (r.stateIn === "rejected" || r.errorClass && r.resultType === "") title.push(h("span", { class: "badge s-rejected" }, "refused: " + r.errorClass));
   else if (r.resultType === "input_required") title.push(h("span", { class: "badge s-awaiting_input" }, "asked for input"));
+  else if (r.resultType === "task") title.push(h("span", { class: "badge s-running" }, "became a task"));
   else if (r.resultType === "complete") title.push(h("span", { class: `badge ${r.errorClass ? "s-failed" : "s-completed"}` }, r.errorClass ? "tool error" : "completed"));
   else if (r.errorClass) title.push(h("span", { class: "badge s-failed" }, "error " + r.errorClass));
   const p = r.principal;
@@ -69,13 +97,17 @@ export default async function flowPage(ctx, tenant, id) {
       return;
     }
     flow = data.flow;
-    const cancellable = (flow.state === "awaiting_input" || flow.state === "running") && ctx.can(flow.tenant);
+    const task = flow.kind === "task";
+    const live = flow.state === "awaiting_input" || flow.state === "running";
+    const cancellable = live && ctx.can(flow.tenant);
     head.replaceChildren(h("div", { class: "bar" },
-      h("h1", {}, `${flow.method} ${flow.target}`), stateBadge(flow.state), h("span", { class: "spacer" }),
-      cancellable ? h("button", { type: "button", class: "danger", onclick: cancel, "data-action": "cancel" }, "Cancel flow…") : null));
+      h("h1", {}, `${flow.method} ${flow.target}`), stateBadge(flow.state), task ? h("span", { class: "kind" }, "task") : null,
+      h("span", { class: "spacer" }),
+      cancellable ? h("button", { type: "button", class: "danger", onclick: cancel, "data-action": "cancel" }, task ? "Cancel task…" : "Cancel flow…") : null));
     const p = flow.principal;
     facts.replaceChildren(h("dl", { class: "facts" },
       h("dt", {}, "Flow"), h("dd", { class: "mono" }, flow.id),
+      task ? [h("dt", {}, "Task"), h("dd", {}, `${live ? "running for " + duration(since(flow.startedAt)) : "ran " + duration(Date.parse(flow.updatedAt) - Date.parse(flow.startedAt))}${flow.message ? " · " + flow.message : ""}`)] : null,
       h("dt", {}, "Tenant"), h("dd", {}, flow.tenant),
       h("dt", {}, "Principal"), h("dd", {}, p ? `${p.subject || "(machine)"} @ ${p.issuer}` : "public (no principal)"),
       h("dt", {}, "Client"), h("dd", {}, `${flow.client?.name || "unnamed"} ${flow.client?.version || ""} · protocol ${flow.era}${p?.client ? " · OAuth client " + p.client : ""}`),
@@ -85,7 +117,7 @@ export default async function flowPage(ctx, tenant, id) {
       h("dt", {}, "Waiting on people"), h("dd", {}, duration(flow.clientWaitMs + (flow.state === "awaiting_input" ? since(flow.waitingSince) : 0))),
       h("dt", {}, "Key"), h("dd", { class: "mono" }, flow.keyId || ""),
       h("dt", {}, "Replica"), h("dd", {}, flow.replica || ""),
-      flow.state === "awaiting_input" ? [h("dt", {}, "State expires"), h("dd", {}, clock(flow.stateExpiresAt) + " (" + duration(Date.parse(flow.stateExpiresAt) - Date.now()) + " left)")] : null,
+      flow.state === "awaiting_input" && flow.stateExpiresAt ? [h("dt", {}, "State expires"), h("dd", {}, clock(flow.stateExpiresAt) + " (" + duration(Date.parse(flow.stateExpiresAt) - Date.now()) + " left)")] : null,
       flow.detail ? [h("dt", {}, "Why"), h("dd", {}, flow.detail)] : null,
       flow.cancelReason || flow.cancelledBy ? [h("dt", {}, "Cancelled"), h("dd", {}, `by ${flow.cancelledBy || "?"}${flow.cancelReason ? ": " + flow.cancelReason : ""}`)] : null,
       flow.traceUrl ? [h("dt", {}, "Trace"), h("dd", {}, h("a", { href: flow.traceUrl, target: "_blank", rel: "noopener" }, flow.traceId))] : null));
@@ -97,22 +129,25 @@ export default async function flowPage(ctx, tenant, id) {
       prevEnd = r.endedAt;
     }
     if (flow.state === "awaiting_input") items.push(h("li", { class: "wait" }, `waiting for the user for ${duration(since(flow.waitingSince))}…`));
+    else if (task && flow.state === "running") items.push(h("li", { class: "wait" }, `the backend is working${flow.message ? ": " + flow.message : "…"}`));
     if (flow.state === "cancelled") items.push(h("li", { class: "wait" }, `cancelled by ${flow.cancelledBy || "an admin"}${flow.cancelReason ? ": " + flow.cancelReason : ""}`));
     if (flow.state === "expired") items.push(h("li", { class: "wait" }, "expired: no answer came before its state expired"));
     timeline.replaceChildren(...items);
   }
 
   async function cancel() {
+    const task = flow.kind === "task";
     const v = await confirmDialog({
-      title: "Cancel this flow?",
-      body: `Its next round, on any replica, is refused. ${flow.principal?.subject ? flow.principal.subject + "'s" : "The"} client gets an error it can act on.`,
-      action: "Cancel flow", danger: true,
+      title: task ? "Cancel this task?" : "Cancel this flow?",
+      body: task ? `The task ends cancelled at once, and its backend is told to stop. ${flow.principal?.subject ? flow.principal.subject + "'s" : "The"} client sees it cancelled on its next poll.`
+        : `Its next round, on any replica, is refused. ${flow.principal?.subject ? flow.principal.subject + "'s" : "The"} client gets an error it can act on.`,
+      action: task ? "Cancel task" : "Cancel flow", danger: true,
       fields: [{ name: "reason", label: "Reason (recorded and audited)", multiline: true }],
     });
     if (!v) return;
     try {
       await api(`/tenants/${encodeURIComponent(flow.tenant)}/flows/${encodeURIComponent(flow.id)}/cancel`, { method: "POST", body: { reason: v.reason } });
-      toast("Flow cancelled");
+      toast(task ? "Task cancelled" : "Flow cancelled");
       await load();
     } catch (err) { toast(err.message); }
   }

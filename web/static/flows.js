@@ -117,19 +117,26 @@ export default async function flowsPage(ctx) {
 
   function cells(flow) {
     const p = flow.principal;
-    const waited = flow.state === "awaiting_input" ? since(flow.waitingSince) : null;
-    const left = flow.state === "awaiting_input" && flow.stateExpiresAt ? Date.parse(flow.stateExpiresAt) - Date.now() : null;
+    const task = flow.kind === "task";
+    const live = flow.state === "awaiting_input" || flow.state === "running";
+    // A flow's wait is on its user; a live task's age is its whole life.
+    const from = task && live ? flow.startedAt : flow.state === "awaiting_input" ? flow.waitingSince : "";
+    const waited = from ? since(from) : null;
+    const left = !task && flow.state === "awaiting_input" && flow.stateExpiresAt ? Date.parse(flow.stateExpiresAt) - Date.now() : null;
     return [
       h("td", {}, stateBadge(flow.state)),
       h("td", { title: flow.tenant }, flow.tenant),
-      h("td", { title: flow.method + " " + flow.target }, h("span", { class: "sub" }, flow.method.split("/")[0] + " "), flow.target),
+      h("td", { title: flow.method + " " + flow.target + (flow.message ? " · " + flow.message : "") },
+        h("span", { class: "sub" }, flow.method.split("/")[0] + " "), flow.target,
+        task ? [" ", h("span", { class: "kind", title: "a task: long work its backend reports on" }, "task")] : null,
+        task && flow.message ? h("span", { class: "sub" }, " " + flow.message) : null),
       h("td", { title: p ? `${p.subject || "(machine)"} @ ${p.issuer} via ${p.client}` : "public: no principal" },
         p ? [p.subject || "(machine)", h("span", { class: "sub" }, " @" + shortIssuer(p.issuer))] : h("span", { class: "sub" }, "public")),
       h("td", { title: `${flow.client?.name || ""} ${flow.client?.version || ""} · ${flow.era}` },
         flow.client?.name || h("span", { class: "sub" }, "unnamed"), h("span", { class: "sub" }, " " + (flow.client?.version || ""))),
       h("td", { class: "num" }, flow.rounds),
       h("td", {}, (flow.pendingKinds || []).map((k) => h("span", { class: "kind" }, k))),
-      h("td", { class: "num", "data-since": flow.state === "awaiting_input" ? flow.waitingSince : "" }, waited === null ? "" : duration(waited)),
+      h("td", { class: "num", "data-since": from || "", title: task ? "the task's age" : "waiting on the user" }, waited === null ? "" : duration(waited)),
       h("td", { class: "num" + (left !== null && left < 60_000 ? " warn" : ""), "data-until": left === null ? "" : flow.stateExpiresAt },
         left === null ? "" : left > 0 ? duration(left) : "expired"),
       h("td", { title: flow.replica }, flow.replica || ""),
