@@ -486,7 +486,7 @@ func TestTheObserverSeesEveryRound(t *testing.T) {
 
 func TestUnknownAndMalformedResultsAreErrors(t *testing.T) {
 	cases := map[string]string{
-		`{"resultType":"task","taskId":"1"}`:                            "unknown resultType",
+		`{"resultType":"stream","taskId":"1"}`:                          "unknown resultType",
 		`{"resultType":"input_required"}`:                               "neither",
 		`{"resultType":"input_required","inputRequests":{}}`:            "neither",
 		`{"resultType":"input_required","requestState":7}`:              "not a string",

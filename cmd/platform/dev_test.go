@@ -312,7 +312,7 @@ func TestPlatformDev(t *testing.T) {
 	for _, tl := range tools {
 		names = append(names, tl.Name)
 	}
-	if strings.Join(names, " ") != "deploy provision summarize workspace" {
+	if strings.Join(names, " ") != "deploy migrate provision summarize workspace" {
 		t.Fatalf("tools %v", names)
 	}
 	r, err := c.CallTool(t.Context(), "deploy", map[string]any{"service": "search", "version": "2.0.0", "environment": "staging"})
@@ -503,7 +503,7 @@ func legacyClient(t *testing.T, d *devProcess) {
 		t.Fatalf("negotiated %s", v)
 	}
 	tools, err := cs.ListTools(t.Context(), nil)
-	if err != nil || len(tools.Tools) != 4 {
+	if err != nil || len(tools.Tools) != 5 {
 		t.Fatalf("tools/list: %v %v", err, tools)
 	}
 	res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "provision", Arguments: map[string]any{"service": "legacy"}})
