@@ -109,4 +109,38 @@ func TestThePublishedSchemaDescribesTheGoTypes(t *testing.T) {
 	if err := validate("Event", ev); err != nil {
 		t.Fatal(err)
 	}
+
+	// Tasks: an offer, the deliveries about a task, an acceptance, the
+	// reports and their answer.
+	offer := req
+	offer.Task = &webhook.Task{ID: "tk_1", ReportURL: "https://platform.example/t/acme/tasks/tk_1", Secret: "s", DeadlineMs: 60000, ExpiresAt: "2026-12-04T10:00:00Z"}
+	cancel := webhook.Request{Version: "1", Kind: webhook.KindTaskCancel, Name: "book", Arguments: json.RawMessage(`{}`),
+		Flow: webhook.Flow{ID: "fl_x", Round: 3}, Task: &webhook.Task{ID: "tk_1", CancelledBy: "client"}}
+	for _, r := range []webhook.Request{offer, cancel} {
+		if err := validate("Request", r); err != nil {
+			t.Errorf("%s: %v", r.Kind, err)
+		}
+	}
+	if err := validate("Response", webhook.Response{Type: webhook.TypeAccepted, Message: "queued"}); err != nil {
+		t.Errorf("accepted: %v", err)
+	}
+	p := 3.0
+	for _, r := range []webhook.Report{
+		{Seq: 1, Type: webhook.ReportProgress, Message: "3 of 10", Progress: &p, Total: &total},
+		{Seq: 2, Type: webhook.ReportInputRequired, InputRequests: map[string]json.RawMessage{"k": json.RawMessage(`{"method":"roots/list"}`)}},
+		{Seq: 3, Type: webhook.ReportComplete, Result: json.RawMessage(`{"content":[]}`)},
+		{Seq: 3, Type: webhook.ReportError, Error: &webhook.ReportedError{Code: -32603, Message: "broke"}},
+	} {
+		if err := validate("Report", r); err != nil {
+			t.Errorf("%s: %v", r.Type, err)
+		}
+	}
+	for _, r := range []webhook.Report{{Seq: 0, Type: "progress"}, {Seq: 1, Type: "complete"}, {Seq: 1, Type: "error"}, {Seq: 1, Type: "later"}} {
+		if validate("Report", r) == nil {
+			t.Errorf("schema accepts invalid report %+v", r)
+		}
+	}
+	if err := validate("ReportAnswer", webhook.ReportAnswer{Status: "working", Duplicate: true}); err != nil {
+		t.Error(err)
+	}
 }
