@@ -113,9 +113,27 @@ type ReportAnswer struct {
 	Duplicate bool   `json:"duplicate,omitempty"`
 }
 
+// ReportRefused is the platform's refusal of a report. Final says the
+// task is over (finished or cancelled: HTTP 409) or the report can never
+// be taken (4xx); a backend stops reporting then. A refusal that is not
+// Final (5xx, 429: a replica or its database briefly unavailable) is
+// worth sending again with the same Seq.
+type ReportRefused struct {
+	StatusCode int
+	Reason     string
+}
+
+func (e *ReportRefused) Error() string {
+	return fmt.Sprintf("task report refused: HTTP %d: %s", e.StatusCode, e.Reason)
+}
+
+// Final reports whether sending the report again is pointless.
+func (e *ReportRefused) Final() bool {
+	return e.StatusCode < 500 && e.StatusCode != http.StatusTooManyRequests
+}
+
 // SendReport signs r with t's secret and POSTs it to t's report URL. A
-// refusal (the task finished, or was cancelled: HTTP 409) is an error
-// naming the platform's reason.
+// refusal is a *ReportRefused naming the platform's reason.
 func SendReport(ctx context.Context, client *http.Client, t *Task, r *Report) (*ReportAnswer, error) {
 	body, err := json.Marshal(r)
 	if err != nil {
@@ -137,7 +155,7 @@ func SendReport(ctx context.Context, client *http.Client, t *Task, r *Report) (*
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("task report refused: HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(out))
+		return nil, &ReportRefused{StatusCode: resp.StatusCode, Reason: string(bytes.TrimSpace(out))}
 	}
 	var a ReportAnswer
 	if err := json.Unmarshal(out, &a); err != nil {

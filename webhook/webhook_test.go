@@ -3,6 +3,9 @@ package webhook_test
 import (
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -142,5 +145,61 @@ func TestThePublishedSchemaDescribesTheGoTypes(t *testing.T) {
 	}
 	if err := validate("ReportAnswer", webhook.ReportAnswer{Status: "working", Duplicate: true}); err != nil {
 		t.Error(err)
+	}
+}
+
+// SendReport signs what it sends with the task's secret, and a refusal
+// comes back as a *ReportRefused that says whether to send it again: a
+// finished task (409) or a report that can never be taken (4xx) is
+// final, a replica or its database briefly unavailable (5xx, 429) is not.
+func TestSendReportSignsAndSaysWhetherARefusalIsFinal(t *testing.T) {
+	cases := []struct {
+		status int
+		final  bool
+	}{
+		{http.StatusConflict, true},
+		{http.StatusBadRequest, true},
+		{http.StatusUnauthorized, true},
+		{http.StatusNotFound, true},
+		{http.StatusRequestEntityTooLarge, true},
+		{http.StatusTooManyRequests, false},
+		{http.StatusInternalServerError, false},
+		{http.StatusBadGateway, false},
+		{http.StatusServiceUnavailable, false},
+		{http.StatusGatewayTimeout, false},
+	}
+	for _, tc := range cases {
+		t.Run(http.StatusText(tc.status), func(t *testing.T) {
+			var verified error
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				verified = webhook.Verify("whsec_task", r.Header.Get(webhook.SignatureHeader), body, time.Now(), webhook.DefaultTolerance)
+				http.Error(w, "the reason", tc.status)
+			}))
+			defer srv.Close()
+			task := &webhook.Task{ID: "tk_1", ReportURL: srv.URL, Secret: "whsec_task"}
+			_, err := webhook.SendReport(t.Context(), srv.Client(), task, &webhook.Report{Seq: 1, Type: webhook.ReportProgress})
+			if verified != nil {
+				t.Fatalf("the report's signature does not verify with the task's secret: %v", verified)
+			}
+			refused, ok := errors.AsType[*webhook.ReportRefused](err)
+			if !ok {
+				t.Fatalf("HTTP %d: error %v is not a *ReportRefused", tc.status, err)
+			}
+			if refused.StatusCode != tc.status || refused.Reason != "the reason" || refused.Final() != tc.final {
+				t.Fatalf("HTTP %d: refusal %+v final=%v, want final=%v and the platform's reason", tc.status, refused, refused.Final(), tc.final)
+			}
+			if strings.Contains(err.Error(), "whsec_task") {
+				t.Fatalf("the refusal names the task's secret: %v", err)
+			}
+		})
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"status":"working","duplicate":true}`)
+	}))
+	defer srv.Close()
+	a, err := webhook.SendReport(t.Context(), srv.Client(), &webhook.Task{ID: "tk_1", ReportURL: srv.URL, Secret: "s"}, &webhook.Report{Seq: 1, Type: webhook.ReportProgress})
+	if err != nil || a.Status != "working" || !a.Duplicate {
+		t.Fatalf("taken report: answer %+v, %v; want working, duplicate", a, err)
 	}
 }

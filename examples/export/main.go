@@ -13,6 +13,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -122,14 +123,20 @@ func (b *backend) find(id string) *export {
 
 // report sends the export's next report. Reports go in order, each with
 // the next seq: sent again, one the platform already applied is
-// acknowledged and ignored.
+// acknowledged and ignored, so a report the platform could not take
+// (HTTP 5xx, a timeout) is sent again until it is, for up to a minute.
 func (e *export) report(r webhook.Report) {
 	e.seq++
 	r.Seq = e.seq
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := webhook.SendReport(ctx, nil, &e.task, &r); err != nil {
-		log.Printf("task %s: %v", e.task.ID, err) // 409: the task is over
+	for wait := time.Second; wait < time.Minute; wait *= 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := webhook.SendReport(ctx, nil, &e.task, &r)
+		cancel()
+		if refused, ok := errors.AsType[*webhook.ReportRefused](err); err == nil || ok && refused.Final() {
+			return // taken, or never will be (409: the task is over)
+		}
+		log.Printf("task %s: %v; sending it again", e.task.ID, err)
+		time.Sleep(wait)
 	}
 }
 

@@ -9,9 +9,13 @@ import (
 	"strings"
 )
 
-// Register creates the conformance tenant on a platform through its admin
-// API and registers every fixture, pointing webhook handlers at hookURL
-// and giving the backend each secret the platform issues.
+// Register creates the conformance tenants on a platform through its
+// admin API and registers every fixture, pointing webhook handlers at
+// hookURL and giving the backend each secret the platform issues: tenant
+// holds the core fixtures, TasksTenant(tenant) the Tasks extension's.
+// They are apart because scenarios of the core suite call whichever tool
+// a tenant lists first, as a client without the extension, which a tool
+// that must run as a task refuses.
 func Register(platformURL, adminToken, tenant, hookURL string, b *Backend) error {
 	post := func(path string, body any) (map[string]any, error) {
 		raw, _ := json.Marshal(body)
@@ -31,33 +35,45 @@ func Register(platformURL, adminToken, tenant, hookURL string, b *Backend) error
 		var m map[string]any
 		return m, json.Unmarshal(out, &m)
 	}
-	if _, err := post("/api/v1/tenants", obj{"slug": tenant, "displayName": "MCP conformance fixtures",
-		"settings": obj{"auth": obj{"public": true}}}); err != nil {
-		return err
-	}
 	b.PlatformURL, b.AdminToken, b.Tenant = platformURL, adminToken, tenant
-	base := "/api/v1/tenants/" + tenant + "/"
-	for _, set := range []struct {
+	type set struct {
 		collection, kind string
 		defs             []obj
+	}
+	for _, t := range []struct {
+		slug, name string
+		sets       []set
 	}{
-		{"tools", "tool", append(Tools(), TaskTools()...)},
-		{"prompts", "prompt", Prompts()},
-		{"resources", "resource", Resources()},
-		{"resource-templates", "resource_template", ResourceTemplates()},
+		{tenant, "MCP conformance fixtures", []set{
+			{"tools", "tool", Tools()},
+			{"prompts", "prompt", Prompts()},
+			{"resources", "resource", Resources()},
+			{"resource-templates", "resource_template", ResourceTemplates()},
+		}},
+		{TasksTenant(tenant), "MCP conformance fixtures: tasks", []set{{"tools", "tool", TaskTools()}}},
 	} {
-		for _, def := range set.defs {
-			m, err := post(base+set.collection, def)
-			if err != nil {
-				return err
-			}
-			if s, ok := m["webhookSecret"].(string); ok {
-				b.SetSecret(set.kind, def["name"].(string), s)
+		if _, err := post("/api/v1/tenants", obj{"slug": t.slug, "displayName": t.name,
+			"settings": obj{"auth": obj{"public": true}}}); err != nil {
+			return err
+		}
+		base := "/api/v1/tenants/" + t.slug + "/"
+		for _, st := range t.sets {
+			for _, def := range st.defs {
+				m, err := post(base+st.collection, def)
+				if err != nil {
+					return err
+				}
+				if s, ok := m["webhookSecret"].(string); ok {
+					b.SetSecret(st.kind, def["name"].(string), s)
+				}
 			}
 		}
 	}
 	return nil
 }
+
+// TasksTenant is the tenant of the Tasks extension's fixtures.
+func TasksTenant(tenant string) string { return tenant + "-tasks" }
 
 // MRTRScenarios are the suite's multi round-trip server scenarios.
 var MRTRScenarios = []string{

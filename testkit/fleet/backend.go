@@ -47,9 +47,18 @@ type backend struct {
 	// a state that does not match the flow): each one is a platform bug.
 	refused   atomic.Int64
 	delivered atomic.Int64
+
+	// The tasks of taskTool it works on (tasks.go).
+	tmu           sync.Mutex
+	tasks         map[string]*backendTask
+	cancels       int
+	reportRetries atomic.Int64
+	reportClient  *http.Client
 }
 
-func newBackend() *backend { return &backend{secrets: map[string]string{}} }
+func newBackend() *backend {
+	return &backend{secrets: map[string]string{}, tasks: map[string]*backendTask{}, reportClient: &http.Client{}}
+}
 
 func (b *backend) setSecret(name, secret string) {
 	b.mu.Lock()
@@ -94,6 +103,10 @@ func (b *backend) answer(req *webhook.Request) (*webhook.Response, bool) {
 	}
 	_ = json.Unmarshal(req.Arguments, &args)
 	switch {
+	case req.Kind == webhook.KindTaskInput || req.Kind == webhook.KindTaskCancel:
+		return &webhook.Response{}, b.taskNews(req)
+	case req.Name == taskTool:
+		return b.takeTask(req)
 	case req.Name == orderTool && req.State == "":
 		var who struct {
 			Name string `json:"name"`

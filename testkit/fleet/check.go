@@ -114,6 +114,7 @@ func (fl *fleet) check(ctx context.Context) error {
 	faults := &assertion{name: "faults-applied"}
 	spread := &assertion{name: "rounds-spread-over-replicas"}
 	panics := &assertion{name: "no-panic-clean-exit"}
+	tasks := &assertion{name: "tasks-survive-faults"}
 
 	// Rounds and failures, from the client's side: every failed attempt
 	// must be clean and explained by a fault; a flow that failed after
@@ -208,7 +209,9 @@ func (fl *fleet) check(ctx context.Context) error {
 		fmt.Fprintln(fl.cfg.Log, "fleet: lost with the killed replica:", l)
 	}
 
-	all := []*assertion{wrong, clean, record, traces, faults, spread, panics}
+	loss += "; " + fl.checkTasks(tasks, tl)
+
+	all := []*assertion{wrong, clean, record, traces, faults, spread, panics, tasks}
 	var failedNames []string
 	for _, a := range all {
 		fmt.Fprintln(fl.cfg.Log, "fleet:", a)

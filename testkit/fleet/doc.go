@@ -20,6 +20,14 @@
 // webhook's question, then the result); the result names the flow and
 // carries back the client's answers, so a wrong answer is caught.
 //
+// Beside the flows, two workers run tasks (the Tasks extension, tasks.go)
+// of the tool "fleet_task" through HAProxy, one after another: created on
+// one replica, then polled, answered and (one in four) cancelled through
+// whichever replicas HAProxy picks, while the driver's webhook, as the
+// task's backend, reports progress, a question and the result to the
+// task's report URL, HAProxy's, so its reports land on any replica too,
+// sending a report again while the platform cannot take it.
+//
 // Meanwhile, once per cycle of CycleLength, the faults come in sequence:
 // a key rotation started through the admin API and followed through its
 // three phases (staged, promoted, steady with the old key retired); a
@@ -63,7 +71,13 @@
 //     replicas or more; at least a third of the legacy answers were
 //     posted to a replica other than the one holding their call;
 //   - no-panic-clean-exit: no replica logged a panic, and each one
-//     drained and exited cleanly on SIGTERM at the end.
+//     drained and exited cleanly on SIGTERM at the end;
+//   - tasks-survive-faults: every task ended as driven (completed with
+//     its own result and answer, or cancelled by the driver), none
+//     failed, none was lost (its id stopped resolving) or cancelled
+//     without the driver asking; at least half had requests answered by
+//     two replicas or more; and tasks were in flight across the SIGKILL
+//     and the PostgreSQL outage.
 //
 // One exemption: a completed flow with a round that the killed replica
 // answered in the second before its SIGKILL is not checked against the
@@ -72,6 +86,6 @@
 // these flows and how many of them actually lost something.
 //
 // It prints one summary line: flows, rounds, throughput per replica,
-// p50/p99 round latency, failed rounds by cause, the faults, the spans
-// received, PASS or FAIL.
+// p50/p99 round latency, failed rounds by cause, the tasks and how the
+// faults met them, the faults, the spans received, PASS or FAIL.
 package fleet

@@ -25,6 +25,13 @@ func (fl *fleet) drive(ctx context.Context) {
 			fl.worker(ctx, w, stop)
 		}()
 	}
+	for w := 0; w < taskWorkers; w++ {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			fl.tasks.worker(ctx, w, stop)
+		}()
+	}
 	faultsDone := make(chan struct{})
 	go func() {
 		defer close(faultsDone)
@@ -40,7 +47,7 @@ func (fl *fleet) drive(ctx context.Context) {
 	close(stop)
 	fl.timeline.driveEnd = time.Now()
 	workers.Wait()
-	fl.logf("drive over: %d flows", len(fl.flows))
+	fl.logf("drive over: %d flows, %d tasks", len(fl.flows), len(fl.tasks.runs()))
 }
 
 // worker runs flows one after another until stop.
@@ -200,7 +207,7 @@ func (fl *fleet) catalogueAdd(ctx context.Context) error {
 		resource: fmt.Sprintf("fleet_doc_%d", n),
 	}
 	ch := catalogueChange{name: x.tool, added: time.Now()}
-	if err := fl.addTool(ctx, x.tool); err != nil {
+	if err := fl.addTool(ctx, toolDefinition(x.tool, fl.hookURL)); err != nil {
 		return err
 	}
 	if err := fl.admin.do(ctx, "POST", "/tenants/"+tenantSlug+"/prompts", map[string]any{

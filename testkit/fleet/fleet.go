@@ -83,6 +83,7 @@ type fleet struct {
 	hookURL  string
 	otlpURL  string
 	eras     []Era
+	tasks    *taskDriver
 
 	mu       sync.Mutex
 	flows    []*Flow
@@ -290,22 +291,24 @@ func (fl *fleet) setup(ctx context.Context) error {
 	}, nil); err != nil {
 		return err
 	}
-	for _, name := range []string{orderTool, quickTool} {
-		if err := fl.addTool(ctx, name); err != nil {
+	for _, def := range []map[string]any{toolDefinition(orderTool, fl.hookURL), toolDefinition(quickTool, fl.hookURL), taskDefinition(fl.hookURL)} {
+		if err := fl.addTool(ctx, def); err != nil {
 			return err
 		}
 	}
-	if err := fl.visibleEverywhere(ctx, orderTool, true); err != nil {
-		return err
-	}
-	if err := fl.visibleEverywhere(ctx, quickTool, true); err != nil {
-		return err
+	for _, tool := range []string{orderTool, quickTool, taskTool} {
+		if err := fl.visibleEverywhere(ctx, tool, true); err != nil {
+			return err
+		}
 	}
 	modern, err := newModernEra(fl.endpoint(), fl.cfg.Concurrency, fl.cfg.RoundTimeout, fl.cfg.Think)
 	if err != nil {
 		return err
 	}
 	fl.eras = append(fl.eras, modern, newLegacyEra(fl.endpoint(), fl.cfg.Concurrency, fl.cfg.RoundTimeout, fl.cfg.Think))
+	if fl.tasks, err = newTaskDriver(fl.endpoint()); err != nil {
+		return err
+	}
 	for _, era := range fl.eras {
 		for _, tool := range []string{orderTool, quickTool} {
 			f := fl.newFlow(era, tool)
@@ -315,7 +318,7 @@ func (fl *fleet) setup(ctx context.Context) error {
 			}
 		}
 	}
-	fl.logf("tenant %q ready: tools %s and %s, eras %s", tenantSlug, orderTool, quickTool, fl.eraNames())
+	fl.logf("tenant %q ready: tools %s and %s, task tool %s, eras %s", tenantSlug, orderTool, quickTool, taskTool, fl.eraNames())
 	return nil
 }
 
@@ -329,11 +332,14 @@ func (fl *fleet) eraNames() string {
 
 func (fl *fleet) endpoint() string { return fl.lb.URL() + "/t/" + tenantSlug + "/mcp" }
 
-func (fl *fleet) addTool(ctx context.Context, name string) error {
+// addTool creates a tool (a toolDefinition or a taskDefinition) and
+// gives the backend its webhook secret.
+func (fl *fleet) addTool(ctx context.Context, def map[string]any) error {
+	name := def["name"].(string)
 	var out struct {
 		WebhookSecret string `json:"webhookSecret"`
 	}
-	if err := fl.admin.do(ctx, "POST", "/tenants/"+tenantSlug+"/tools", toolDefinition(name, fl.hookURL), &out); err != nil {
+	if err := fl.admin.do(ctx, "POST", "/tenants/"+tenantSlug+"/tools", def, &out); err != nil {
 		return err
 	}
 	if out.WebhookSecret == "" {

@@ -175,7 +175,11 @@ func run(node, cli string, mrtrOnly, tasksOnly bool, only string, verbose bool, 
 	}
 	for _, sc := range scenarios {
 		dir := filepath.Join(r.out, sc)
-		args := []string{cli, "server", "--url", endpoint, "--scenario", sc, "-o", dir}
+		url := endpoint
+		if strings.HasPrefix(sc, "tasks-") {
+			url = platformURL + "/t/" + conformance.TasksTenant("conformance") + "/mcp"
+		}
+		args := []string{cli, "server", "--url", url, "--scenario", sc, "-o", dir}
 		if !strings.HasPrefix(sc, "tasks-") {
 			// An extension's scenarios are off the spec's timeline: named
 			// with a spec version, the suite skips them.
