@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-		"sync"
+	"sync"
 	"time"
 
 	"github.com/opsmcp/platform/client"
