@@ -38,7 +38,10 @@
 // due-time index fails tasks whose backend went silent and retries
 // deliveries (tasksweep.go), and subscriptions/listen streams follow
 // the tasks they name (taskwatch.go). Each lifecycle event is one
-// TaskEvent (taskevent.go), handed to the sinks that take them.
+// TaskEvent (taskevent.go), handed to the sinks that take them. Legacy
+// sessions run the same stored tasks with the 2025-11-25 wire
+// (legacytasks.go): params.task, tasks/list and a blocking tasks/result
+// that asks the task's questions on its stream.
 //
 // The facts of the round are gathered on the way into one Round value
 // (round.go) and handed, once, after the answer is written, to every

@@ -133,17 +133,32 @@ func (f *flowEngine) run(ctx context.Context, c *call, rd *Round, ev events) ans
 			return a
 		}
 	}
-	var tk *store.Task
-	if offersTask(c, t) {
-		var e *rpcError
-		if tk, e = f.tasks.create(ctx, c, t, fl, rd); e != nil {
-			return failed(e)
-		}
+	if !offersTask(c, t) {
+		resp, we := f.deliver(ctx, c, t, fl, answers, hookResponses, rd, ev, nil)
+		return f.delivered(ctx, &sealer, c, b, t, fl, rd, resp, we, nil)
+	}
+	tk, e := f.tasks.create(ctx, c, t, fl, rd)
+	if e != nil {
+		return failed(e)
 	}
 	resp, we := f.deliver(ctx, c, t, fl, answers, hookResponses, rd, ev, tk)
-	if tk != nil && (we != nil || resp.Type != webhook.TypeAccepted) {
+	a = f.delivered(ctx, &sealer, c, b, t, fl, rd, resp, we, tk)
+	switch {
+	case a.task:
+	case c.v1Task && a.inputRequired == nil && (a.complete != nil || a.err != nil):
+		// A legacy client asked for a task, which it gets, finished.
+		return f.tasks.finishedAtOnce(ctx, c, tk, a, rd)
+	default:
 		f.tasks.dropped(ctx, tk) // answered at once: the client never hears of the task
 	}
+	return a
+}
+
+// delivered is the answer of a round whose webhook answered resp (or
+// failed with we): the task it accepted, its questions (with the next
+// round's state sealed), or its result.
+func (f *flowEngine) delivered(ctx context.Context, sealer *roundSealer, c *call, b mrtr.Binding, t *target, fl *flow, rd *Round,
+	resp *webhook.Response, we *WebhookError, tk *store.Task) answer {
 	if we != nil {
 		if we.Class == "canceled" {
 			return answer{} // the client went away: nothing to answer
@@ -162,7 +177,7 @@ func (f *flowEngine) run(ctx context.Context, c *call, rd *Round, ev events) ans
 			return failed(e)
 		}
 		fl.state = platformState{Webhook: resp.State, Asked: keys}
-		return f.ask(ctx, &sealer, c, b, rd, fl, open)
+		return f.ask(ctx, sealer, c, b, rd, fl, open)
 	}
 	result, isError, err := completeResult(t.kind, resp.Result, c.snap.resultMeta)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -264,14 +265,22 @@ func legacyResult(v any) any {
 	return v
 }
 
-// serverCapabilities are what initialize declares.
-var serverCapabilities = map[string]any{
-	"logging":     map[string]any{},
-	"completions": map[string]any{},
-	"prompts":     map[string]any{"listChanged": true},
-	"resources":   map[string]any{"subscribe": true, "listChanged": true},
-	"tools":       map[string]any{"listChanged": true},
-}
+// serverCapabilities are what initialize declares; serverCapabilitiesTasks
+// add tasks, for a tenant with a tool that may run as one.
+var (
+	serverCapabilities = map[string]any{
+		"logging":     map[string]any{},
+		"completions": map[string]any{},
+		"prompts":     map[string]any{"listChanged": true},
+		"resources":   map[string]any{"subscribe": true, "listChanged": true},
+		"tools":       map[string]any{"listChanged": true},
+	}
+	serverCapabilitiesTasks = func() map[string]any {
+		m := maps.Clone(serverCapabilities)
+		m["tasks"] = v1Capabilities
+		return m
+	}()
+)
 
 // initialize starts a session: the version negotiated, the client's
 // capabilities and name sealed into the id, the session recorded.
@@ -310,9 +319,13 @@ func (l *legacy) initialize(x *exchange, snap *snapshot, p *auth.Principal, raw 
 		x.fail(errSessionsUnavailable())
 		return
 	}
+	caps := serverCapabilities
+	if snap.tasks {
+		caps = serverCapabilitiesTasks
+	}
 	result := map[string]any{
 		"protocolVersion": s.version,
-		"capabilities":    serverCapabilities,
+		"capabilities":    caps,
 		"serverInfo":      snap.info[mcp.MetaServerInfo],
 	}
 	if snap.settings.Instructions != "" {
@@ -350,7 +363,13 @@ func (l *legacy) answered(x *exchange, snap *snapshot, p *auth.Principal, m *wra
 		return
 	}
 	var id string
-	if json.Unmarshal(m.ID, &id) == nil && validLegID(id) {
+	if json.Unmarshal(m.ID, &id) == nil {
+		if taskID, key, ok := parseTaskQuestionID(id); ok {
+			l.taskAnswered(x, snap, p, taskID, key, m)
+			return
+		}
+	}
+	if validLegID(id) {
 		if err := l.relay.post(x.ctx, snap.tenantID, s.id, "r:"+id, body); err != nil {
 			x.fail(errSessionsUnavailable())
 			return
@@ -370,7 +389,7 @@ func (l *legacy) dispatch(x *exchange, c *call, s *session, raw json.RawMessage)
 	case mcp.MethodSubscribe, mcp.MethodUnsubscribe:
 		l.subscribe(x, c, s)
 	case mcp.MethodToolsList:
-		legacyAnswer(x, e.list(c, c.snap.toolList, "tools"))
+		legacyAnswer(x, e.list(c, c.snap.legacyToolList, "tools"))
 	case mcp.MethodPromptsList:
 		legacyAnswer(x, e.list(c, c.snap.promptLst, "prompts"))
 	case mcp.MethodResourcesList:
@@ -379,8 +398,16 @@ func (l *legacy) dispatch(x *exchange, c *call, s *session, raw json.RawMessage)
 		legacyAnswer(x, e.list(c, c.snap.tmplList, "resourceTemplates"))
 	case mcp.MethodComplete:
 		legacyAnswer(x, e.complete(c))
-	case mcp.MethodToolsCall, mcp.MethodPromptsGet, mcp.MethodResourcesRead:
+	case mcp.MethodToolsCall:
+		if e := v1TaskParams(c); e != nil {
+			legacyFail(x, e)
+			return
+		}
 		l.bridge(x, c, s)
+	case mcp.MethodPromptsGet, mcp.MethodResourcesRead:
+		l.bridge(x, c, s)
+	case mcp.MethodTasksGet, mcp.MethodTasksCancel, mcp.MethodTasksList, mcp.MethodTasksResult:
+		l.taskMethod(x, c, s)
 	default:
 		legacyFail(x, newError(http.StatusNotFound, mcp.CodeMethodNotFound, "Method not found: "+bounded.String(c.method, 100), nil))
 	}
@@ -567,10 +594,40 @@ func (l *legacy) stream(x *exchange, snap *snapshot, p *auth.Principal) {
 	keepAlive := time.NewTicker(streamKeepAlive)
 	defer keepAlive.Stop()
 	last := snap
+	// The session's tasks, when the tenant has tools that may run as one.
+	var tasks *sessionTasks
+	follow := &taskFollow{catchUp: time.NewTicker(taskCatchUp)}
+	if snap.tasks {
+		tasks = l.e.tasks.newSessionTasks(ctx, &call{snap: snap, principal: p}, s.id)
+		follow = l.e.tasks.follow(ctx, snap.tenantID)
+	}
+	defer follow.stop()
+	notifyTasks := func(flowID string, missed bool) error {
+		if tasks == nil {
+			return nil
+		}
+		for _, n := range tasks.changed(ctx, flowID, missed) {
+			if err := sse.send(n); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case ch, open := <-follow.changes:
+			if !open {
+				follow.changes = nil
+			}
+			if flowID, ok := taskFlow(ch, open); ok && notifyTasks(flowID, flowID == "") != nil {
+				return
+			}
+		case <-follow.catchUp.C:
+			if notifyTasks("", false) != nil {
+				return
+			}
 		case <-keepAlive.C:
 			if l.ended.has(s.id) || sse.comment() != nil {
 				return

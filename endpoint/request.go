@@ -326,6 +326,10 @@ type request struct {
 	name          string // params.name, decoded
 	uri           string // params.uri, decoded
 	taskID        string // params.taskId, decoded (tasks/*)
+	// v1Task says a legacy session's tools/call asked for a task
+	// (params.task), v1TTL the ttl it asked for (0: none).
+	v1Task bool
+	v1TTL  int64
 }
 
 // wrapped is a JSON-RPC message as it arrives.

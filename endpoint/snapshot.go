@@ -41,6 +41,10 @@ type snapshot struct {
 
 	tools    map[string]*toolEntry
 	toolList []json.RawMessage
+	// legacyToolList is toolList as legacy sessions see it: a tool that
+	// may run as a task says so (execution.taskSupport), which
+	// 2026-07-28 leaves off the wire.
+	legacyToolList []json.RawMessage
 	// tasks says a tool may run as a task: server/discover advertises
 	// the Tasks extension.
 	tasks     bool
@@ -148,8 +152,13 @@ func buildSnapshot(c *store.Catalogue, version, publicURL string) (*snapshot, []
 			e.schema, e.headers = sch, headerParams(e.def.InputSchema)
 			e.spanName, e.flowName = spanNames(mcp.MethodToolsCall, e.def.Name)
 			s.tools[e.def.Name] = e
-			s.toolList = append(s.toolList, mustJSON(toolListing(&e.def)))
-			s.tasks = s.tasks || e.def.TaskMode() != catalogue.TaskNever
+			listing := mustJSON(toolListing(&e.def))
+			s.toolList = append(s.toolList, listing)
+			if e.def.TaskMode() != catalogue.TaskNever {
+				s.tasks = true
+				listing = mustJSON(legacyToolListing(&e.def))
+			}
+			s.legacyToolList = append(s.legacyToolList, listing)
 		case catalogue.KindPrompt:
 			e := &promptEntry{secret: secret(it)}
 			if err := json.Unmarshal([]byte(it.Spec), &e.def); err != nil {
@@ -243,6 +252,23 @@ func toolListing(t *catalogue.Tool) any {
 		OutputSchema json.RawMessage            `json:"outputSchema,omitempty"`
 		Annotations  *catalogue.ToolAnnotations `json:"annotations,omitempty"`
 	}{t.Name, t.Title, t.Description, t.InputSchema, t.OutputSchema, t.Annotations}
+}
+
+// legacyToolListing is a tool that may run as a task as legacy sessions
+// list it: with its execution.taskSupport.
+func legacyToolListing(t *catalogue.Tool) any {
+	type execution struct {
+		TaskSupport string `json:"taskSupport"`
+	}
+	return struct {
+		Name         string                     `json:"name"`
+		Title        string                     `json:"title,omitempty"`
+		Description  string                     `json:"description,omitempty"`
+		InputSchema  json.RawMessage            `json:"inputSchema"`
+		OutputSchema json.RawMessage            `json:"outputSchema,omitempty"`
+		Annotations  *catalogue.ToolAnnotations `json:"annotations,omitempty"`
+		Execution    execution                  `json:"execution"`
+	}{t.Name, t.Title, t.Description, t.InputSchema, t.OutputSchema, t.Annotations, execution{taskSupport(t.TaskMode())}}
 }
 
 func promptListing(p *catalogue.Prompt) any {

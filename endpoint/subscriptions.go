@@ -37,7 +37,8 @@ func (c listChanges) merge(o listChanges) listChanges {
 // snapshot is a change of the tenant for the streams to re-check.
 func changes(old, cur *snapshot) listChanges {
 	return listChanges{
-		tools:     !sameList(old.toolList, cur.toolList),
+		// A tool's task mode shows in the legacy list alone.
+		tools:     !sameList(old.toolList, cur.toolList) || !sameList(old.legacyToolList, cur.legacyToolList),
 		prompts:   !sameList(old.promptLst, cur.promptLst),
 		resources: !sameList(old.resList, cur.resList) || !sameList(old.tmplList, cur.tmplList),
 		contents:  !sameResources(old.resources, cur.resources),

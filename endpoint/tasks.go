@@ -83,8 +83,16 @@ func principalHash(p *auth.Principal) string {
 	return hex.EncodeToString(h[:])
 }
 
-// declaresTasks reports whether a request declared the Tasks extension.
-func (q *request) declaresTasks() bool { return q.caps.Supports(mcp.ExtensionTasks) }
+// declaresTasks reports whether a request may become a task: at
+// 2026-07-28, it declared the Tasks extension; on a legacy session, whose
+// revision knows no extensions (a session's claim of one enables
+// nothing), it asked for a task in params.task.
+func (q *request) declaresTasks() bool {
+	if mcp.IsLegacyVersion(q.version) {
+		return q.v1Task
+	}
+	return q.caps.Supports(mcp.ExtensionTasks)
+}
 
 // errTasksCapability is -32021 for a request that needs the Tasks
 // extension and did not declare it.
@@ -112,13 +120,18 @@ func (te *taskEngine) create(ctx context.Context, c *call, t *target, fl *flow, 
 	secret := make([]byte, 32)
 	_, _ = rand.Read(secret)
 	s := t.task
+	ttl := s.TTL()
+	if c.v1TTL > 0 && c.v1TTL < ttl {
+		// A legacy client may ask for a shorter life, not a longer one.
+		ttl = max(c.v1TTL, minV1TTL)
+	}
 	tk := &store.Task{
 		ID: newTaskID(), TenantID: c.snap.tenantID, TenantSlug: c.snap.slug, FlowID: fl.id, Tool: t.name,
-		Era: EraStateless, PrincipalHash: principalHash(c.principal), Capabilities: string(c.rawCaps),
+		Era: rd.Era, SessionID: rd.SessionID, PrincipalHash: principalHash(c.principal), Capabilities: string(c.rawCaps),
 		ClientName: c.client.Name, ClientVersion: c.client.Version,
 		Status: store.TaskWorking, Secret: base64.RawURLEncoding.EncodeToString(secret),
-		Events: fl.number, TTLMs: s.TTL(), PollIntervalMs: s.PollInterval(), DeadlineMs: s.Deadline(),
-		CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Duration(s.TTL()) * time.Millisecond), Version: 1,
+		Events: fl.number, TTLMs: ttl, PollIntervalMs: s.PollInterval(), DeadlineMs: s.Deadline(),
+		CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Duration(ttl) * time.Millisecond), Version: 1,
 	}
 	if p := c.principal; p != nil {
 		tk.PrincipalIssuer, tk.PrincipalSubject, tk.PrincipalClient = p.Issuer, p.Subject, p.Client
@@ -172,6 +185,9 @@ func (te *taskEngine) accepted(ctx context.Context, c *call, tk *store.Task, mes
 		tk = cur
 	}
 	rd.TaskID = tk.ID
+	if mcp.IsLegacyVersion(c.version) {
+		return taskAnswer(map[string]any{"task": v1Task(tk)})
+	}
 	return taskAnswer(createTaskResult(tk, c.snap))
 }
 
@@ -234,11 +250,17 @@ func detailedTask(tk *store.Task) map[string]any {
 // the caller's tenant's and was created by the caller, so another's task
 // is answered as one that never existed.
 func (te *taskEngine) visibleTask(ctx context.Context, c *call, id string) (*store.Task, error) {
+	return te.visible(ctx, c.snap.tenantID, c.principal, id)
+}
+
+// visible reads a task for principal p of a tenant: ErrNotFound unless
+// the task is the tenant's and p created it.
+func (te *taskEngine) visible(ctx context.Context, tenantID string, p *auth.Principal, id string) (*store.Task, error) {
 	tk, err := te.store.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if tk.TenantID != c.snap.tenantID || tk.PrincipalHash != principalHash(c.principal) || !time.Now().Before(tk.ExpiresAt) {
+	if tk.TenantID != tenantID || tk.PrincipalHash != principalHash(p) || !time.Now().Before(tk.ExpiresAt) {
 		return nil, store.ErrNotFound
 	}
 	return tk, nil
@@ -290,9 +312,27 @@ func (te *taskEngine) update(ctx context.Context, c *call, rd *Round) answer {
 	if e != nil {
 		return failed(e)
 	}
+	cur, taken, err := te.take(ctx, tk.ID, responses, c.snap.settings.RecordAnswers)
+	if errors.Is(err, store.ErrNotFound) {
+		return failed(errUnknownTask())
+	}
+	if err != nil {
+		te.log.ErrorContext(ctx, "task update failed", "tenant", c.snap.slug, "err", err)
+		return failed(newError(http.StatusServiceUnavailable, mcp.CodeInternalError, "The answers could not be taken; send them again", nil))
+	}
+	if len(taken) > 0 {
+		rd.TaskID = cur.ID
+	}
+	return completed(ack)
+}
+
+// take stores the answers of responses to the task's outstanding input
+// requests (others are ignored) and delivers them to the backend; the
+// task works again once none is outstanding. It returns the keys taken.
+func (te *taskEngine) take(ctx context.Context, id string, responses map[string]json.RawMessage, recordAnswers bool) (*store.Task, []string, error) {
 	var taken []string
 	now := te.now().UTC()
-	cur, err := te.store.Update(ctx, tk.ID, func(t *store.Task) error {
+	cur, err := te.store.Update(ctx, id, func(t *store.Task) error {
 		taken = taken[:0]
 		if t.Status != store.TaskInputRequired {
 			return store.ErrUnchanged
@@ -326,28 +366,21 @@ func (te *taskEngine) update(ctx context.Context, c *call, rd *Round) answer {
 		t.Events++
 		return nil
 	})
-	if errors.Is(err, store.ErrNotFound) {
-		return failed(errUnknownTask())
+	if err != nil || len(taken) == 0 {
+		return cur, nil, err
 	}
-	if err != nil {
-		te.log.ErrorContext(ctx, "task update failed", "tenant", c.snap.slug, "err", err)
-		return failed(newError(http.StatusServiceUnavailable, mcp.CodeInternalError, "The answers could not be taken; send them again", nil))
-	}
-	if len(taken) > 0 {
-		slices.Sort(taken)
-		ev := te.event(cur, TaskAnswered, "client")
-		ev.Answered = taken
-		if c.snap.settings.RecordAnswers {
-			ev.Answers = make(map[string]json.RawMessage, len(taken))
-			for _, k := range taken {
-				ev.Answers[k] = responses[k]
-			}
+	slices.Sort(taken)
+	ev := te.event(cur, TaskAnswered, "client")
+	ev.Answered = taken
+	if recordAnswers {
+		ev.Answers = make(map[string]json.RawMessage, len(taken))
+		for _, k := range taken {
+			ev.Answers[k] = responses[k]
 		}
-		te.emit(ctx, ev)
-		rd.TaskID = cur.ID
-		te.deliver(ctx, cur)
 	}
-	return completed(ack)
+	te.emit(ctx, ev)
+	te.deliver(ctx, cur)
+	return cur, taken, nil
 }
 
 // cancel answers tasks/cancel: a live task is cancelled at once and the
