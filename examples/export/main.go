@@ -132,7 +132,8 @@ func (e *export) report(r webhook.Report) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_, err := webhook.SendReport(ctx, nil, &e.task, &r)
 		cancel()
-		if refused, ok := errors.AsType[*webhook.ReportRefused](err); err == nil || ok && refused.Final() {
+		var refused *webhook.ReportRefused
+		if err == nil || errors.As(err, &refused) && refused.Final() {
 			return // taken, or never will be (409: the task is over)
 		}
 		log.Printf("task %s: %v; sending it again", e.task.ID, err)

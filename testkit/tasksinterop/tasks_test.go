@@ -20,6 +20,20 @@ import (
 	"github.com/opsmcp/platform/webhook"
 )
 
+// tsSDK returns the folder holding the SDK v1's node_modules:
+// $OPSMCP_TS_SDK, else what scripts/ts-sdk installs.
+func tsSDK(t *testing.T) string {
+	t.Helper()
+	if dir := os.Getenv("OPSMCP_TS_SDK"); dir != "" {
+		return dir
+	}
+	out, err := exec.Command("../../scripts/ts-sdk").Output()
+	if err != nil {
+		t.Fatalf("tasksinterop: no TypeScript SDK v1 (set OPSMCP_TS_SDK or run scripts/ts-sdk): %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
 // tsSDKv2 returns the folder holding the SDK v2 client's and ext-tasks'
 // node_modules: $OPSMCP_TS_SDK_V2, else what scripts/ts-sdk v2 installs.
 func tsSDKv2(t *testing.T) string {
@@ -35,7 +49,8 @@ func tsSDKv2(t *testing.T) string {
 }
 
 // backend accepts every task offered: confirm asks one question and
-// completes with the answer; slow works until it is cancelled.
+// completes with the answer; report reports progress, then completes;
+// slow works until it is cancelled.
 type backend struct {
 	*httptest.Server
 	t         *testing.T
@@ -67,6 +82,14 @@ func newBackend(t *testing.T) *backend {
 				Result: json.RawMessage(fmt.Sprintf(`{"content":[{"type":"text","text":"confirmed with %s"}]}`, strings.ReplaceAll(string(req.InputResponses["ok"]), `"`, `'`)))})
 		case req.Task != nil:
 			b.offers[req.Task.ID] = req.Task
+			if req.Name == "report" {
+				go func(id string) {
+					time.Sleep(100 * time.Millisecond)
+					b.report(id, 1, webhook.Report{Type: webhook.ReportProgress, Message: "counting orders"})
+					time.Sleep(100 * time.Millisecond)
+					b.report(id, 2, webhook.Report{Type: webhook.ReportComplete, Result: json.RawMessage(`{"content":[{"type":"text","text":"1,204 orders"}]}`)})
+				}(req.Task.ID)
+			}
 			if req.Name == "confirm" {
 				go func(id string) {
 					time.Sleep(100 * time.Millisecond) // after the creation is answered
@@ -107,28 +130,10 @@ func (b *backend) report(id string, seq int64, r webhook.Report) {
 	}
 }
 
-// TestTheTypeScriptTasksClientCompletesATaskThatAsksAndCancelsAnother:
-// the official ext-tasks client, on the SDK v2 client, gets a task for a
-// tool that must run as one, answers the question the task asks through
-// its input handler (delivered as a tasks/update), and settles the
-// task's result; it cancels a second task, whose backend is told.
-func TestTheTypeScriptTasksClientCompletesATaskThatAsksAndCancelsAnother(t *testing.T) {
-	sdk := tsSDKv2(t)
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("tasksinterop: node (20 or newer) is needed to run the TypeScript client")
-	}
-	dir := t.TempDir()
-	if err := os.Symlink(filepath.Join(sdk, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.ReadFile("ts/tasks.mjs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "tasks.mjs"), src, 0o600); err != nil {
-		t.Fatal(err)
-	}
+// platformWithTasks starts a platform whose tenant acme has the tools
+// confirm (must run as a task, and asks a question), slow (may) and
+// report (must, and reports its way to the end), answered by a backend.
+func platformWithTasks(t *testing.T) (*platformtest.Platform, *backend) {
 	p := platformtest.Start(t, platformtest.SQLiteURL(t))
 	p.Tenant(t, "acme")
 	b := newBackend(t)
@@ -137,16 +142,40 @@ func TestTheTypeScriptTasksClientCompletesATaskThatAsksAndCancelsAnother(t *test
 			"handler": map[string]any{"url": b.URL}, "task": map[string]any{"mode": "must", "pollIntervalMs": 100}},
 		{"name": "slow", "description": "Works until cancelled", "inputSchema": map[string]any{"type": "object"},
 			"handler": map[string]any{"url": b.URL}, "task": map[string]any{"mode": "may", "pollIntervalMs": 100}},
+		{"name": "report", "description": "Counts the orders, as a task, and reports", "inputSchema": map[string]any{"type": "object"},
+			"handler": map[string]any{"url": b.URL}, "task": map[string]any{"mode": "must", "pollIntervalMs": 100}},
 	} {
 		secret := p.Tool(t, "acme", tool)
 		b.mu.Lock()
 		b.secrets = append(b.secrets, secret)
 		b.mu.Unlock()
 	}
+	return p, b
+}
 
+// runClient runs a client script with Node against endpoint, beside the
+// node_modules of sdk, and returns what it printed.
+func runClient(t *testing.T, sdk, script, endpoint string) []byte {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("tasksinterop: node (20 or newer) is needed to run the TypeScript client")
+	}
+	dir := t.TempDir()
+	if err := os.Symlink(filepath.Join(sdk, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Base(script)
+	if err := os.WriteFile(filepath.Join(dir, name), src, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "tasks.mjs"), p.URL+"/t/acme/mcp")
+	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, name), endpoint)
 	cmd.Dir = dir
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -155,6 +184,17 @@ func TestTheTypeScriptTasksClientCompletesATaskThatAsksAndCancelsAnother(t *test
 		t.Fatalf("the client failed: %v\n%s\n%s", err, out, stderr.String())
 	}
 	t.Logf("the client saw: %s", out)
+	return out
+}
+
+// TestTheTypeScriptTasksClientCompletesATaskThatAsksAndCancelsAnother:
+// the official ext-tasks client, on the SDK v2 client, gets a task for a
+// tool that must run as one, answers the question the task asks through
+// its input handler (delivered as a tasks/update), and settles the
+// task's result; it cancels a second task, whose backend is told.
+func TestTheTypeScriptTasksClientCompletesATaskThatAsksAndCancelsAnother(t *testing.T) {
+	p, b := platformWithTasks(t)
+	out := runClient(t, tsSDKv2(t), "ts/tasks.mjs", p.URL+"/t/acme/mcp")
 	var got struct {
 		Asked []struct {
 			Message, Delivery string
@@ -181,4 +221,119 @@ func TestTheTypeScriptTasksClientCompletesATaskThatAsksAndCancelsAnother(t *test
 		defer b.mu.Unlock()
 		return len(b.cancelled) == 1 && b.cancelled[0] == got.SlowTaskID
 	})
+}
+
+// TestTheTypeScriptSDKv1ClientRunsTasksOnALegacySession: the official SDK
+// v1 client's experimental tasks, on a 2025-11-25 session, see the tasks
+// capability and each tool's execution.taskSupport, stream a call of a
+// tool that must run as a task to its result (answering the question the
+// task asks, which comes on the tasks/result stream tagged with the
+// task), start another as a task and cancel it (its backend is told),
+// and list both.
+func TestTheTypeScriptSDKv1ClientRunsTasksOnALegacySession(t *testing.T) {
+	p, b := platformWithTasks(t)
+	out := runClient(t, tsSDK(t), "ts/legacy.mjs", p.URL+"/t/acme/mcp")
+	var got struct {
+		ProtocolVersion string
+		ServerTasks     map[string]any
+		TaskSupport     map[string]*string
+		Asked           []struct {
+			Message string
+			TaskID  *string
+		}
+		Confirm []struct{ Type, TaskID, Status, Text, Error string }
+		Slow    struct {
+			Created          struct{ TaskID, Status string }
+			Cancelled, After string
+		}
+		Listed []struct{ TaskID, Status string }
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("the client printed %s: %v", out, err)
+	}
+	if got.ProtocolVersion != "2025-11-25" || got.ServerTasks["requests"] == nil || got.ServerTasks["cancel"] == nil || got.ServerTasks["list"] == nil {
+		t.Fatalf("the session: %s", out)
+	}
+	if s := got.TaskSupport; s["confirm"] == nil || *s["confirm"] != "required" || s["slow"] == nil || *s["slow"] != "optional" {
+		t.Fatalf("taskSupport: %s", out)
+	}
+	c := got.Confirm
+	if len(c) < 3 || c[0].Type != "taskCreated" || !strings.HasPrefix(c[0].TaskID, "tk_") || c[0].Status != "working" {
+		t.Fatalf("the confirm task: %s", out)
+	}
+	last := c[len(c)-1]
+	if last.Type != "result" || last.Text != `confirmed with {'action':'accept','content':{'confirm':true}}` || last.TaskID != c[0].TaskID {
+		t.Fatalf("the confirm task's end: %s", out)
+	}
+	if len(got.Asked) != 1 || got.Asked[0].Message != "Go ahead with the export?" || got.Asked[0].TaskID == nil || *got.Asked[0].TaskID != c[0].TaskID {
+		t.Fatalf("what the client was asked: %s", out)
+	}
+	if got.Slow.Created.Status != "working" || got.Slow.Cancelled != "cancelled" || got.Slow.After != "cancelled" {
+		t.Fatalf("the cancelled task: %s", out)
+	}
+	if len(got.Listed) != 2 || got.Listed[0].TaskID != got.Slow.Created.TaskID || got.Listed[1].TaskID != c[0].TaskID || got.Listed[1].Status != "completed" {
+		t.Fatalf("tasks/list: %s", out)
+	}
+	testwait.Until(t, "the cancel reaches the backend", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.cancelled) == 1 && b.cancelled[0] == got.Slow.Created.TaskID
+	})
+}
+
+// inspector returns the folder holding the MCP Inspector's node_modules:
+// $OPSMCP_INSPECTOR, else what scripts/ts-sdk inspector installs.
+func inspector(t *testing.T) string {
+	t.Helper()
+	if dir := os.Getenv("OPSMCP_INSPECTOR"); dir != "" {
+		return dir
+	}
+	out, err := exec.Command("../../scripts/ts-sdk", "inspector").Output()
+	if err != nil {
+		t.Fatalf("tasksinterop: no MCP Inspector (set OPSMCP_INSPECTOR or run scripts/ts-sdk inspector): %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestTheInspectorCLICompletesATaskInBothEras: the MCP Inspector's CLI
+// (2.12.0) calls a tool that must run as a task and prints the task's
+// result: in its legacy era (2025-11-25, its default for a URL) it sees
+// execution.taskSupport required and runs the call as a task; in its
+// modern era (2026-07-28) it declares the Tasks extension and follows the
+// task the platform makes of the call.
+func TestTheInspectorCLICompletesATaskInBothEras(t *testing.T) {
+	for _, era := range []string{"legacy", "modern"} {
+		t.Run(era, func(t *testing.T) { inspectorTask(t, era) })
+	}
+}
+
+func inspectorTask(t *testing.T, era string) {
+	p, _ := platformWithTasks(t)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("tasksinterop: node is needed to run the Inspector")
+	}
+	cli := filepath.Join(inspector(t), "node_modules", "@modelcontextprotocol", "inspector", "clients", "launcher", "build", "index.js")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, cli, "--cli", p.URL+"/t/acme/mcp", "--protocol-era", era,
+		"--method", "tools/call", "--tool-name", "report", "--format", "json")
+	// The Inspector keeps a catalog and client settings in the home
+	// folder: a fresh one per run.
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the Inspector failed: %v\n%s\n%s", err, out, stderr.String())
+	}
+	t.Logf("the Inspector printed: %s", out)
+	if !strings.Contains(string(out), "1,204 orders") || strings.Contains(string(out), `"isError":true`) {
+		t.Fatalf("the Inspector's result: %s", out)
+	}
+	want := map[string]string{"legacy": "completed 2025-11-25", "modern": "completed 2026-07-28"}[era]
+	tasks := platformtest.SQL(t, p.DatabaseURL).Strings(t, "SELECT status || ' ' || era FROM tasks")
+	if len(tasks) != 1 || tasks[0] != want {
+		t.Fatalf("the platform's tasks: %v", tasks)
+	}
 }
