@@ -36,13 +36,18 @@ func post(b *testing.B, client *http.Client, url, name string, body []byte) map[
 // tryPost is one tools/call round over HTTP; an error unless it answers
 // 200 with a JSON body. Safe off the benchmark's goroutine.
 func tryPost(client *http.Client, url, name string, body []byte) (map[string]any, error) {
+	return postMCP(client, url, "tools/call", name, body)
+}
+
+// postMCP is one 2026-07-28 request of method, naming name, over HTTP.
+func postMCP(client *http.Client, url, method, name string, body []byte) (map[string]any, error) {
 	req, err := http.NewRequest("POST", url, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Method", method)
 	req.Header.Set("Mcp-Name", name)
 	resp, err := client.Do(req)
 	if err != nil {
