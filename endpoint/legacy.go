@@ -320,7 +320,7 @@ func (l *legacy) initialize(x *exchange, snap *snapshot, p *auth.Principal, raw 
 		return
 	}
 	caps := serverCapabilities
-	if snap.tasks {
+	if v1Tasks(s.version, snap) {
 		caps = serverCapabilitiesTasks
 	}
 	result := map[string]any{
@@ -365,7 +365,7 @@ func (l *legacy) answered(x *exchange, snap *snapshot, p *auth.Principal, m *wra
 	var id string
 	if json.Unmarshal(m.ID, &id) == nil {
 		if taskID, key, ok := parseTaskQuestionID(id); ok {
-			l.taskAnswered(x, snap, p, taskID, key, m)
+			l.taskAnswered(x, snap, p, s, taskID, key, m)
 			return
 		}
 	}
@@ -389,7 +389,11 @@ func (l *legacy) dispatch(x *exchange, c *call, s *session, raw json.RawMessage)
 	case mcp.MethodSubscribe, mcp.MethodUnsubscribe:
 		l.subscribe(x, c, s)
 	case mcp.MethodToolsList:
-		legacyAnswer(x, e.list(c, c.snap.legacyToolList, "tools"))
+		list := c.snap.toolList
+		if v1Tasks(s.version, c.snap) {
+			list = c.snap.legacyToolList
+		}
+		legacyAnswer(x, e.list(c, list, "tools"))
 	case mcp.MethodPromptsList:
 		legacyAnswer(x, e.list(c, c.snap.promptLst, "prompts"))
 	case mcp.MethodResourcesList:
@@ -594,19 +598,19 @@ func (l *legacy) stream(x *exchange, snap *snapshot, p *auth.Principal) {
 	keepAlive := time.NewTicker(streamKeepAlive)
 	defer keepAlive.Stop()
 	last := snap
-	// The session's tasks, when the tenant has tools that may run as one.
+	// The session's tasks, when it was offered them.
 	var tasks *sessionTasks
-	follow := &taskFollow{catchUp: time.NewTicker(taskCatchUp)}
-	if snap.tasks {
-		tasks = l.e.tasks.newSessionTasks(ctx, &call{snap: snap, principal: p}, s.id)
+	follow := &noFollow
+	if v1Tasks(s.version, snap) {
+		tasks = l.e.tasks.newSessionTasks(snap.tenantID, principalHash(p), s.id)
 		follow = l.e.tasks.follow(ctx, snap.tenantID)
 	}
 	defer follow.stop()
-	notifyTasks := func(flowID string, missed bool) error {
+	notifyTasks := func(flowID string) error {
 		if tasks == nil {
 			return nil
 		}
-		for _, n := range tasks.changed(ctx, flowID, missed) {
+		for _, n := range tasks.changed(ctx, flowID) {
 			if err := sse.send(n); err != nil {
 				return err
 			}
@@ -621,11 +625,11 @@ func (l *legacy) stream(x *exchange, snap *snapshot, p *auth.Principal) {
 			if !open {
 				follow.changes = nil
 			}
-			if flowID, ok := taskFlow(ch, open); ok && notifyTasks(flowID, flowID == "") != nil {
+			if flowID, ok := taskFlow(ch, open); ok && notifyTasks(flowID) != nil {
 				return
 			}
-		case <-follow.catchUp.C:
-			if notifyTasks("", false) != nil {
+		case <-follow.tick:
+			if notifyTasks("") != nil {
 				return
 			}
 		case <-keepAlive.C:
@@ -645,7 +649,7 @@ func (l *legacy) stream(x *exchange, snap *snapshot, p *auth.Principal) {
 				on     bool
 				method string
 			}{
-				{ch.tools, mcp.NotificationToolsListChanged},
+				{ch.tools || ch.legacyTools, mcp.NotificationToolsListChanged},
 				{ch.prompts, mcp.NotificationPromptsListChanged},
 				{ch.resources, mcp.NotificationResourcesListChanged},
 			} {

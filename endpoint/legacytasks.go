@@ -98,25 +98,30 @@ func v1Task(tk *store.Task) map[string]any {
 }
 
 func v1Status(tk *store.Task) string {
-	if tk.Status == store.TaskCompleted && toolErrorResult(tk.Result) {
+	if tk.Status == store.TaskCompleted && tk.ToolError {
 		return store.TaskFailed
 	}
 	return tk.Status
 }
 
-// toolErrorResult reports whether a CallToolResult has isError set.
-func toolErrorResult(raw string) bool {
-	var r struct {
-		IsError bool `json:"isError"`
-	}
-	return json.Unmarshal([]byte(raw), &r) == nil && r.IsError
+// v1Tasks reports whether a session serves v1 tasks: only 2025-11-25 has
+// them (2025-06-18 and 2025-03-26 know no tasks), and only a tenant with
+// a tool that may run as one declares them.
+func v1Tasks(version string, snap *snapshot) bool {
+	return version == mcp.Version20251125 && snap.tasks
 }
 
 // v1TaskParams reads a session's tools/call params.task (absent or null:
 // not a task) and checks it against the tool's mode: a task of a tool
 // that never runs as one, or a plain call of a tool that must, is -32601
-// as v1 has it.
+// as v1 has it. A session that was not offered tasks (its revision has
+// none, or the tenant declared none) has params.task ignored, as v1 asks
+// of a receiver that does not declare them.
 func v1TaskParams(c *call) *rpcError {
+	if !v1Tasks(c.version, c.snap) {
+		c.p.Task = nil
+		return nil
+	}
 	if raw := c.p.Task; len(raw) > 0 && string(raw) != "null" {
 		var t struct {
 			TTL json.RawMessage `json:"ttl"`
@@ -146,10 +151,21 @@ func v1TaskParams(c *call) *rpcError {
 	return nil
 }
 
+// sessionTask reads a task for a session's caller: the caller's own, and
+// on a public tenant, whose callers are all alike, the session's own
+// when a session created it.
+func (te *taskEngine) sessionTask(ctx context.Context, tenantID string, p *auth.Principal, session, id string) (*store.Task, error) {
+	tk, err := te.visible(ctx, tenantID, p, id)
+	if err == nil && tk.PrincipalHash == "" && tk.SessionID != "" && tk.SessionID != session {
+		return nil, store.ErrNotFound
+	}
+	return tk, err
+}
+
 // v1Visible reads a session request's task: -32602 for one that does not
 // exist for the caller.
-func (l *legacy) v1Visible(x *exchange, c *call) (*store.Task, bool) {
-	tk, err := l.e.tasks.visibleTask(x.ctx, c, c.taskID)
+func (l *legacy) v1Visible(x *exchange, c *call, s *session) (*store.Task, bool) {
+	tk, err := l.e.tasks.sessionTask(x.ctx, c.snap.tenantID, c.principal, s.id, c.taskID)
 	if errors.Is(err, store.ErrNotFound) {
 		legacyFail(x, errInvalidParams("Invalid params: no such task (it never existed, or it expired)"))
 		return nil, false
@@ -162,15 +178,20 @@ func (l *legacy) v1Visible(x *exchange, c *call) (*store.Task, bool) {
 	return tk, true
 }
 
-// taskMethod answers a session's tasks/* request.
+// taskMethod answers a session's tasks/* request: 2025-11-25 has them,
+// the revisions before do not.
 func (l *legacy) taskMethod(x *exchange, c *call, s *session) {
+	if s.version != mcp.Version20251125 {
+		legacyFail(x, newError(http.StatusNotFound, mcp.CodeMethodNotFound, "Method not found: "+bounded.String(c.method, 100), nil))
+		return
+	}
 	switch c.method {
 	case mcp.MethodTasksGet:
-		if tk, ok := l.v1Visible(x, c); ok {
+		if tk, ok := l.v1Visible(x, c, s); ok {
 			x.answer(completed(v1Task(tk)))
 		}
 	case mcp.MethodTasksCancel:
-		l.v1Cancel(x, c)
+		l.v1Cancel(x, c, s)
 	case mcp.MethodTasksList:
 		l.v1List(x, c, s)
 	case mcp.MethodTasksResult:
@@ -182,8 +203,8 @@ func (l *legacy) taskMethod(x *exchange, c *call, s *session) {
 
 // v1Cancel cancels a live task and answers it as it now stands; a task
 // that finished already is -32602, as v1 asks.
-func (l *legacy) v1Cancel(x *exchange, c *call) {
-	tk, ok := l.v1Visible(x, c)
+func (l *legacy) v1Cancel(x *exchange, c *call, s *session) {
+	tk, ok := l.v1Visible(x, c, s)
 	if !ok {
 		return
 	}
@@ -253,9 +274,14 @@ func (l *legacy) v1List(x *exchange, c *call, s *session) {
 // v1Result answers tasks/result: once the task ends, exactly what its
 // call would have answered. Until then the request waits, following the
 // task's changes, and puts each question the task asks to the client as
-// a request on its stream.
+// a request on its stream. The wait is held as every stream is (capped
+// per caller, ended at its maximum lifetime, when the caller's token
+// expires or the tenant stops accepting it), and by the relay (the
+// client's notifications/cancelled, the session's end, the replica's
+// shutdown): a wait that ends so is answered with an error that says to
+// ask again.
 func (l *legacy) v1Result(x *exchange, c *call, s *session) {
-	tk, ok := l.v1Visible(x, c)
+	tk, ok := l.v1Visible(x, c, s)
 	if !ok {
 		return
 	}
@@ -264,9 +290,11 @@ func (l *legacy) v1Result(x *exchange, c *call, s *session) {
 		l.v1Final(x, c, tk)
 		return
 	}
-	// Held by the relay: the client's notifications/cancelled for this
-	// request, the session's end and the replica's shutdown end the wait
-	// at once.
+	hold, ok := l.e.holdStream(x, c.snap, c.principal)
+	if !ok {
+		return
+	}
+	defer hold.release()
 	ctx, cancel := context.WithCancel(x.ctx)
 	defer cancel()
 	held := &bridgeCall{tenantID: c.snap.tenantID, session: s.id, target: callTarget(s.id, c.id), cancel: cancel}
@@ -280,28 +308,44 @@ func (l *legacy) v1Result(x *exchange, c *call, s *session) {
 	asked := map[string]bool{} // the questions sent on this stream
 	keepAlive := time.NewTicker(streamKeepAlive)
 	defer keepAlive.Stop()
-	for {
-		if tk.Status == store.TaskInputRequired && l.askTask(sse, tk, asked) != nil {
-			return
+	stopped := func() {
+		if ctx.Err() == nil || held.stopped() == stopShutdown || held.stopped() == stopSessionEnded {
+			legacyFail(x, newError(http.StatusOK, mcp.CodeInternalError, "The wait for the task ended before the task did; call tasks/result again", nil))
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-keepAlive.C:
-			if sse.comment() != nil {
+	}
+	// Read again now that changes are followed: one made since the first
+	// read would otherwise wait for the catch-up.
+	for read := true; ; read = false {
+		if !read {
+			select {
+			case <-ctx.Done():
+				stopped()
 				return
-			}
-			continue
-		case ch, open := <-w.changes:
-			if !open {
-				w.changes = nil // closed: the catch-up serves alone
-			}
-			if flowID, ok := taskFlow(ch, open); !ok || (flowID != "" && flowID != tk.FlowID) {
+			case <-hold.ending.C:
+				stopped()
+				return
+			case ch, open := <-hold.changes:
+				if !open || (ch.tenant && !l.e.mayStay(x, c.snap, c.principal)) {
+					stopped()
+					return
+				}
 				continue
+			case <-keepAlive.C:
+				if sse.comment() != nil {
+					return
+				}
+				continue
+			case ch, open := <-w.changes:
+				if !open {
+					w.changes = nil // closed: the catch-up serves alone
+				}
+				if flowID, ok := taskFlow(ch, open); !ok || (flowID != "" && flowID != tk.FlowID) {
+					continue
+				}
+			case <-w.tick:
 			}
-		case <-w.catchUp.C:
 		}
-		cur, err := l.e.tasks.visibleTask(ctx, c, tk.ID)
+		cur, err := l.e.tasks.sessionTask(ctx, c.snap.tenantID, c.principal, s.id, tk.ID)
 		if errors.Is(err, store.ErrNotFound) {
 			legacyFail(x, errInvalidParams("Invalid params: the task expired"))
 			return
@@ -314,12 +358,17 @@ func (l *legacy) v1Result(x *exchange, c *call, s *session) {
 			l.v1Final(x, c, tk)
 			return
 		}
+		if tk.Status == store.TaskInputRequired && l.askTask(sse, s, tk, asked) != nil {
+			return
+		}
 	}
 }
 
 // askTask sends the task's outstanding questions not yet sent on this
-// stream, as requests tagged with the task.
-func (l *legacy) askTask(sse *sseWriter, tk *store.Task, asked map[string]bool) error {
+// stream, as requests tagged with the task; a question the session did
+// not declare it can answer (the task may be another session's of the
+// same caller) is left for a session that can.
+func (l *legacy) askTask(sse *sseWriter, s *session, tk *store.Task, asked map[string]bool) error {
 	var open map[string]mrtr.InputRequest
 	_ = json.Unmarshal([]byte(tk.InputRequests), &open)
 	for _, k := range slices.Sorted(maps.Keys(open)) {
@@ -327,6 +376,9 @@ func (l *legacy) askTask(sse *sseWriter, tk *store.Task, asked map[string]bool) 
 			continue
 		}
 		asked[k] = true
+		if _, _, missing, err := webhookInputs(map[string]json.RawMessage{k: mustJSON(open[k])}, s.caps, ""); err != nil || missing != nil {
+			continue
+		}
 		params, _ := legParams(open[k])
 		if err := sse.send(legRequest{JSONRPC: "2.0", ID: taskQuestionID(tk.ID, k), Method: open[k].Method,
 			Params: withRelatedTask(params, tk.ID)}); err != nil {
@@ -343,7 +395,7 @@ func (l *legacy) askTask(sse *sseWriter, tk *store.Task, asked map[string]bool) 
 func (l *legacy) v1Final(x *exchange, c *call, tk *store.Task) {
 	switch tk.Status {
 	case store.TaskCompleted:
-		x.answer(answer{complete: relatedResult(json.RawMessage(tk.Result), tk.ID), toolError: toolErrorResult(tk.Result)})
+		x.answer(answer{complete: relatedResult(json.RawMessage(tk.Result), tk.ID), toolError: tk.ToolError})
 	case store.TaskFailed:
 		var e struct {
 			Code    int             `json:"code"`
@@ -440,16 +492,11 @@ func parseTaskQuestionID(id string) (taskID, key string, ok bool) {
 
 // taskAnswered takes a client's response to a task's question, posted to
 // any replica: the answer is the task's, as tasks/update would take it.
-// An error response leaves the question open (a later tasks/result asks
-// it again). The response is acknowledged once the answer is durable; a
-// task that does not exist for the caller, or no longer asks, takes
-// nothing.
-func (l *legacy) taskAnswered(x *exchange, snap *snapshot, p *auth.Principal, taskID, key string, m *wrapped) {
-	if len(m.Result) == 0 || m.Result[0] != '{' {
-		x.w.WriteHeader(http.StatusAccepted)
-		return
-	}
-	if _, err := l.e.tasks.visible(x.ctx, snap.tenantID, p, taskID); err != nil {
+// The response is acknowledged once the answer is durable; a task that
+// does not exist for the caller, or no longer asks, takes nothing.
+func (l *legacy) taskAnswered(x *exchange, snap *snapshot, p *auth.Principal, s *session, taskID, key string, m *wrapped) {
+	tk, err := l.e.tasks.sessionTask(x.ctx, snap.tenantID, p, s.id, taskID)
+	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
 			x.fail(errSessionsUnavailable())
 			return
@@ -457,7 +504,24 @@ func (l *legacy) taskAnswered(x *exchange, snap *snapshot, p *auth.Principal, ta
 		x.w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	if _, _, err := l.e.tasks.take(x.ctx, taskID, map[string]json.RawMessage{key: m.Result}, snap.settings.RecordAnswers); err != nil && !errors.Is(err, store.ErrNotFound) {
+	result := m.Result
+	switch {
+	case m.Error != nil:
+		// A refused elicitation is declined: the question is answered,
+		// and the task goes on. Any other refused question stays open,
+		// for a later tasks/result to ask again.
+		var open map[string]mrtr.InputRequest
+		_ = json.Unmarshal([]byte(tk.InputRequests), &open)
+		if q, ok := open[key]; !ok || q.Method != mcp.MethodElicit {
+			x.w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		result = json.RawMessage(`{"action":"decline"}`)
+	case len(result) == 0 || result[0] != '{':
+		x.w.WriteHeader(http.StatusAccepted) // not an answer
+		return
+	}
+	if _, _, err := l.e.tasks.take(x.ctx, taskID, map[string]json.RawMessage{key: result}, snap.settings.RecordAnswers); err != nil && !errors.Is(err, store.ErrNotFound) {
 		l.e.log.ErrorContext(x.ctx, "task answer not taken", "tenant", snap.slug, "err", err)
 		x.fail(errSessionsUnavailable())
 		return
@@ -467,15 +531,18 @@ func (l *legacy) taskAnswered(x *exchange, snap *snapshot, p *auth.Principal, ta
 
 // taskFollow is one request's view of a tenant's changes in the flow
 // record (nil without a record to follow), and a catch-up tick for what
-// the record did not carry. The subscription ends with the request.
+// the record did not carry (nil for none). The subscription ends with
+// the request.
 type taskFollow struct {
 	changes <-chan record.Change
-	catchUp *time.Ticker
+	tick    <-chan time.Time
+	stop    func()
 }
 
 // follow follows a tenant's changes until ctx ends.
 func (te *taskEngine) follow(ctx context.Context, tenantID string) *taskFollow {
-	f := &taskFollow{catchUp: time.NewTicker(taskCatchUp)}
+	t := time.NewTicker(taskCatchUp)
+	f := &taskFollow{tick: t.C, stop: t.Stop}
 	if te.changes != nil {
 		if ch, err := te.changes.Subscribe(ctx, -1, func(id string) bool { return id == tenantID }); err == nil {
 			f.changes = ch
@@ -484,7 +551,8 @@ func (te *taskEngine) follow(ctx context.Context, tenantID string) *taskFollow {
 	return f
 }
 
-func (f *taskFollow) stop() { f.catchUp.Stop() }
+// noFollow follows nothing.
+var noFollow = taskFollow{stop: func() {}}
 
 // taskFlow says which task flow a change is about: its flow id, "" when
 // changes were missed (read everything again), ok false for a change of
@@ -501,35 +569,44 @@ func taskFlow(c record.Change, open bool) (flowID string, ok bool) {
 	return c.Flow.ID, true
 }
 
-// sessionTasks are the tasks a session's GET stream reports on.
+// sessionTasks are the tasks a session's GET stream reports on: those
+// its session created. A change of a task flow is looked up by its flow
+// (a task of another session is skipped, and remembered as such); the
+// catch-up reads, from the index of the caller's tasks, what changed
+// since the newest change it saw, so a change the record did not carry
+// (or a record turned off) still reaches the stream within taskCatchUp.
+// What it keeps is bounded: a change notified twice, after its memory
+// was cleared, is the worst case.
 type sessionTasks struct {
-	te      *taskEngine
-	c       *call
-	session string
-	updated map[string]time.Time // task id -> the last change notified
-	live    map[string]bool      // task id -> it may change still
-	others  map[string]bool      // flow ids of tasks of other sessions
+	te                           *taskEngine
+	tenantID, principal, session string
+	// since is where the next catch-up reads from.
+	since time.Time
+	// sent is the last change notified of each task.
+	sent map[string]time.Time
+	// others are flows of tasks of other sessions.
+	others map[string]bool
 }
 
-// newSessionTasks starts from the session's tasks as they are: only
-// their later changes are notified.
-func (te *taskEngine) newSessionTasks(ctx context.Context, c *call, session string) *sessionTasks {
-	st := &sessionTasks{te: te, c: c, session: session, updated: map[string]time.Time{}, live: map[string]bool{}, others: map[string]bool{}}
-	tasks, _ := te.store.List(ctx, c.snap.tenantID, principalHash(c.principal), session, "", maxSessionTasks)
-	for i := range tasks {
-		st.updated[tasks[i].ID] = tasks[i].UpdatedAt
-		if store.TaskLive(tasks[i].Status) {
-			st.live[tasks[i].ID] = true
-		}
-	}
-	return st
+// catchUpSkew reaches back before a stream opens, for the clocks of the
+// replicas that wrote the changes.
+const catchUpSkew = 2 * time.Second
+
+// maxCatchUp bounds the changes one catch-up read sends; the rest come
+// with the next.
+const maxCatchUp = 100
+
+// newSessionTasks starts from now: only later changes are notified.
+func (te *taskEngine) newSessionTasks(tenantID, principal, session string) *sessionTasks {
+	return &sessionTasks{te: te, tenantID: tenantID, principal: principal, session: session,
+		since: te.now().UTC().Add(-catchUpSkew), sent: map[string]time.Time{}, others: map[string]bool{}}
 }
 
 // changed returns the notifications/tasks/status of the session's tasks
-// that changed: the task of flowID, or, for "", the session's tasks:
-// always when changes were missed, and for the catch-up only while one
-// of them is live.
-func (st *sessionTasks) changed(ctx context.Context, flowID string, missed bool) []notification {
+// that changed: the task of flowID, or, for "" (the catch-up, or changes
+// missed), every task of the session changed since the catch-up's last
+// read.
+func (st *sessionTasks) changed(ctx context.Context, flowID string) []notification {
 	var tasks []store.Task
 	if flowID != "" {
 		if st.others[flowID] {
@@ -539,7 +616,7 @@ func (st *sessionTasks) changed(ctx context.Context, flowID string, missed bool)
 		if err != nil {
 			return nil
 		}
-		if tk.SessionID != st.session || tk.TenantID != st.c.snap.tenantID {
+		if tk.SessionID != st.session || tk.TenantID != st.tenantID || tk.PrincipalHash != st.principal {
 			if len(st.others) >= maxSessionTasks {
 				clear(st.others)
 			}
@@ -548,50 +625,64 @@ func (st *sessionTasks) changed(ctx context.Context, flowID string, missed bool)
 		}
 		tasks = []store.Task{*tk}
 	} else {
-		if len(st.live) == 0 && !missed {
+		var err error
+		if tasks, err = st.te.store.ChangedSince(ctx, st.tenantID, st.principal, st.session, st.since, maxCatchUp); err != nil {
 			return nil
 		}
-		tasks, _ = st.te.store.List(ctx, st.c.snap.tenantID, principalHash(st.c.principal), st.session, "", maxSessionTasks)
+		for i := range tasks {
+			st.since = maxTime(st.since, tasks[i].UpdatedAt.UTC())
+		}
 	}
 	var out []notification
 	for i := range tasks {
 		tk := &tasks[i]
-		if last, ok := st.updated[tk.ID]; ok && !tk.UpdatedAt.After(last) {
+		if last, ok := st.sent[tk.ID]; ok && !tk.UpdatedAt.After(last) {
 			continue
 		}
-		if _, known := st.updated[tk.ID]; !known && len(st.updated) >= maxSessionTasks {
-			continue
+		if len(st.sent) >= maxSessionTasks {
+			clear(st.sent)
 		}
-		st.updated[tk.ID] = tk.UpdatedAt
-		if store.TaskLive(tk.Status) {
-			st.live[tk.ID] = true
-		} else {
-			delete(st.live, tk.ID)
-		}
+		st.sent[tk.ID] = tk.UpdatedAt
 		out = append(out, notification{JSONRPC: "2.0", Method: mcp.NotificationTasksStatus, Params: v1Task(tk)})
 	}
 	return out
 }
 
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 // finishedAtOnce ends the task a legacy client asked for when its
 // backend answered at once (its result, a tool error, or a failure): v1
 // has the client, not the server, decide that a call is a task, so the
-// client gets one, finished, whose tasks/result is that answer.
+// client gets one, as it was created (working, as v1 says a task
+// begins), already finished for its first tasks/get and its
+// tasks/result.
 func (te *taskEngine) finishedAtOnce(ctx context.Context, c *call, tk *store.Task, a answer, rd *Round) answer {
+	if a.err != nil && a.err.Code == mcp.CodeMissingRequiredCapability {
+		// The backend asked what the session did not declare: the call's
+		// tool error, as a bridged call's would be.
+		a = toolFailed(toolError(c.snap, "The tool needs a client capability this session did not declare in initialize."))
+	}
 	now := te.now().UTC()
-	kind := TaskCompleted
+	kind, changed := TaskCompleted, false
 	cur, err := te.store.Update(context.WithoutCancel(ctx), tk.ID, func(t *store.Task) error {
+		changed = false
 		if !store.TaskLive(t.Status) {
-			return store.ErrUnchanged
+			return store.ErrUnchanged // a report or the sweep ended it first
 		}
 		if a.err != nil {
 			kind = TaskFailedEvent
 			t.Status, t.Error = store.TaskFailed, string(mustJSON(a.err))
 		} else {
-			t.Status, t.Result = store.TaskCompleted, string(mustJSON(a.complete))
+			t.Status, t.Result, t.ToolError = store.TaskCompleted, string(mustJSON(a.complete)), a.toolError
 		}
-		t.UpdatedAt, t.DueAt = now, nil
+		t.InputRequests, t.UpdatedAt, t.DueAt = "", now, nil
 		t.Events++
+		changed = true
 		return nil
 	})
 	if err != nil {
@@ -599,12 +690,14 @@ func (te *taskEngine) finishedAtOnce(ctx context.Context, c *call, tk *store.Tas
 		te.dropped(ctx, tk)
 		return a
 	}
-	ev := te.event(cur, kind, "backend")
-	ev.ToolError = a.toolError
-	if a.err != nil {
-		ev.ErrorCode = a.err.Code
+	if changed {
+		ev := te.event(cur, kind, "backend")
+		ev.ToolError = a.toolError
+		if a.err != nil {
+			ev.ErrorCode = a.err.Code
+		}
+		te.emit(ctx, ev)
 	}
-	te.emit(ctx, ev)
-	rd.TaskID = cur.ID
-	return taskAnswer(map[string]any{"task": v1Task(cur)})
+	rd.TaskID = tk.ID
+	return taskAnswer(map[string]any{"task": v1Task(tk)})
 }

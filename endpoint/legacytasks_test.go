@@ -179,11 +179,35 @@ func TestLegacyTaskRulesHold(t *testing.T) {
 	p := taskPlatform(t, h)
 	p.Tool(t, "acme", taskTool("deploy", h.URL, "must"))
 	p.Tool(t, "acme", echoTool("echo", h.URL))
+	// A tenant without task tools declares no tasks, and ignores
+	// params.task, as v1 asks of a receiver that declares none.
 	p.Tenant(t, "plain")
 	p.Tool(t, "plain", echoTool("echo", h.URL))
 	plain := newLegacyClient(t, legacyURL(p, "plain"))
 	if caps := plain.initialize("2025-11-25", obj{})["capabilities"].(map[string]any); caps["tasks"] != nil {
 		t.Fatalf("a tenant without task tools advertises tasks: %v", caps)
+	}
+	if res := plain.result("tools/call", obj{"name": "echo", "arguments": obj{}, "task": obj{"ttl": 1000}}); res["task"] != nil || res["content"] == nil {
+		t.Fatalf("params.task where no tasks are declared: %v", res)
+	}
+	// 2025-06-18 has no tasks: none declared or listed, params.task
+	// ignored, tasks/* unknown.
+	old := newLegacyClient(t, legacyURL(p, "acme"))
+	if caps := old.initialize("2025-06-18", obj{})["capabilities"].(map[string]any); caps["tasks"] != nil || old.version != "2025-06-18" {
+		t.Fatalf("a 2025-06-18 session: %v", caps)
+	}
+	for _, tl := range old.result("tools/list", obj{})["tools"].([]any) {
+		if _, ok := tl.(map[string]any)["execution"]; ok {
+			t.Fatalf("a 2025-06-18 session lists execution: %v", tl)
+		}
+	}
+	if res := old.result("tools/call", obj{"name": "export", "arguments": obj{}, "task": obj{}}); res["task"] != nil || toolText(t, res) != "done at once" {
+		t.Fatalf("params.task on a 2025-06-18 session: %v", res)
+	}
+	for _, m := range []string{"tasks/get", "tasks/list", "tasks/result", "tasks/cancel"} {
+		if msg, _ := old.call(m, obj{"taskId": "tk_x"}); rpcCode(msg) != -32601 {
+			t.Errorf("%s on a 2025-06-18 session: %v", m, msg)
+		}
 	}
 	c := newLegacyClient(t, legacyURL(p, "acme"))
 	c.initialize("2025-11-25", obj{})
@@ -231,8 +255,11 @@ func TestLegacyTaskRulesHold(t *testing.T) {
 	h.acceptIf = func(*webhook.Request) bool { return false }
 	h.mu.Unlock()
 	done := c.result("tools/call", obj{"name": "export", "arguments": obj{}, "task": obj{}})["task"].(map[string]any)
-	if done["status"] != "completed" {
-		t.Fatalf("answered at once: %v", done)
+	if done["status"] != "working" {
+		t.Fatalf("answered at once: created %v; a v1 task begins working", done)
+	}
+	if got := c.result("tasks/get", obj{"taskId": done["taskId"]}); got["status"] != "completed" {
+		t.Fatalf("answered at once, then: %v", got)
 	}
 	if res := c.result("tasks/result", obj{"taskId": done["taskId"]}); toolText(t, res) != "done at once" {
 		t.Fatalf("its result: %v", res)
@@ -357,21 +384,78 @@ func TestLegacyTasksAreListedAndAnsweredOnlyByTheirOwn(t *testing.T) {
 			t.Errorf("forged answer %v: HTTP %d %s", forged, r.Status, r.Body)
 		}
 	}
-	// A JSON-RPC error, or a result that is not an object, answers nothing.
-	c.post(c.url, obj{"jsonrpc": "2.0", "id": "opsmcp-task." + id + "." + b64("ok"), "error": obj{"code": -1, "message": "no"}})
+	// A result that is not an object answers nothing; another session's
+	// answer, on this public tenant, neither.
 	c.post(c.url, obj{"jsonrpc": "2.0", "id": "opsmcp-task." + id + "." + b64("ok"), "result": "yes"})
+	other.post(other.url, obj{"jsonrpc": "2.0", "id": "opsmcp-task." + id + "." + b64("ok"), "result": answer})
 	if got := c.result("tasks/get", obj{"taskId": id}); got["status"] != "input_required" || h.lastNews() != nil {
 		t.Fatalf("after forged answers: %v, backend news %+v", got, h.lastNews())
 	}
-	// The genuine answer, from the session that asked.
-	if r := c.post(c.url, obj{"jsonrpc": "2.0", "id": "opsmcp-task." + id + "." + b64("ok"), "result": answer}); r.Status != 202 {
-		t.Fatalf("the answer: HTTP %d", r.Status)
+	// On a public tenant a session's task is the session's alone.
+	for _, m := range []string{"tasks/get", "tasks/result", "tasks/cancel"} {
+		if msg, _ := other.call(m, obj{"taskId": id}); rpcCode(msg) != -32602 {
+			t.Errorf("%s of another session's task: %v", m, msg)
+		}
+	}
+	if msg, _ := other.call("tasks/list", obj{"cursor": id}); rpcCode(msg) != -32602 {
+		t.Errorf("another session's task as a cursor: %v", msg)
+	}
+	// A refused elicitation, from the session that was asked, declines.
+	if r := c.post(c.url, obj{"jsonrpc": "2.0", "id": "opsmcp-task." + id + "." + b64("ok"), "error": obj{"code": -1, "message": "no"}}); r.Status != 202 {
+		t.Fatalf("the refusal: HTTP %d", r.Status)
 	}
 	if got := c.result("tasks/get", obj{"taskId": id}); got["status"] != "working" {
-		t.Fatalf("after the answer: %v", got)
+		t.Fatalf("after the refusal: %v", got)
 	}
-	testwait.Until(t, "the backend gets the answer", func() bool {
+	testwait.Until(t, "the backend gets the decline", func() bool {
 		n := h.lastNews()
-		return n != nil && n.Kind == webhook.KindTaskInput && n.Task.ID == id
+		return n != nil && n.Kind == webhook.KindTaskInput && n.Task.ID == id && string(n.InputResponses["ok"]) == `{"action":"decline"}`
 	})
+}
+
+// TestATasksResultWaitIsHeldAsAStream: tasks/result waits as long as a
+// stream may stay open, and no longer: at the stream's maximum lifetime
+// it ends with an error that says to ask again, and the task goes on.
+func TestATasksResultWaitIsHeldAsAStream(t *testing.T) {
+	h := newTaskHook(t)
+	p := taskPlatform(t, h, platformtest.WithConfig(func(c *config.Config) { c.Limits.StreamMaxLifetime = time.Second }))
+	c := newLegacyClient(t, legacyURL(p, "acme"))
+	c.initialize("2025-11-25", obj{})
+	id := c.result("tools/call", obj{"name": "export", "arguments": obj{}, "task": obj{}})["task"].(map[string]any)["taskId"].(string)
+	msg, _ := c.call("tasks/result", obj{"taskId": id})
+	if e, _ := msg["error"].(map[string]any); rpcCode(msg) != -32603 || !strings.Contains(fmt.Sprint(e["message"]), "call tasks/result again") {
+		t.Fatalf("a wait past the stream's lifetime: %v", msg)
+	}
+	if got := c.result("tasks/get", obj{"taskId": id}); got["status"] != "working" {
+		t.Fatalf("the task after the wait: %v", got)
+	}
+}
+
+// TestASessionStreamCatchesUpWithoutTheRecord: with the flow record
+// turned off (no change reaches the stream through it), a task the
+// session creates after its GET stream opened is still reported there,
+// by the catch-up read, and each change once.
+func TestASessionStreamCatchesUpWithoutTheRecord(t *testing.T) {
+	t.Parallel() // it waits on the catch-up, seconds apart
+	h := newTaskHook(t)
+	p := taskPlatform(t, h, platformtest.WithConfig(func(c *config.Config) { c.Flows.Record = false }))
+	c := newLegacyClient(t, legacyURL(p, "acme"))
+	c.initialize("2025-11-25", obj{})
+	status := sessionStream(t, c, c.url)
+	id := c.result("tools/call", obj{"name": "export", "arguments": obj{}, "task": obj{}})["task"].(map[string]any)["taskId"].(string)
+	if n := nextStatus(t, status, "working"); n["taskId"] != id {
+		t.Fatalf("the new task: %v", n)
+	}
+	h.mustReport(id, webhook.Report{Type: webhook.ReportComplete, Result: json.RawMessage(`{"content":[{"type":"text","text":"ok"}]}`)})
+	if n := nextStatus(t, status, "completed"); n["taskId"] != id {
+		t.Fatalf("its end: %v", n)
+	}
+	// Nothing more of it: each change is told once.
+	select {
+	case m := <-status:
+		if m["method"] == "notifications/tasks/status" {
+			t.Fatalf("a change told twice: %v", m)
+		}
+	case <-time.After(6 * time.Second): // past the next catch-up
+	}
 }

@@ -57,5 +57,6 @@ type TaskStore interface {
 	Due(ctx context.Context, now time.Time, limit int) ([]store.Task, error)
 	DeleteExpired(ctx context.Context, now time.Time, limit int) (int64, error)
 	List(ctx context.Context, tenantID, principalHash, sessionID, after string, limit int) ([]store.Task, error)
+	ChangedSince(ctx context.Context, tenantID, principalHash, sessionID string, since time.Time, limit int) ([]store.Task, error)
 	Counts(ctx context.Context) (map[string]*store.TaskCounts, error)
 }

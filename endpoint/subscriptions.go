@@ -17,32 +17,35 @@ import (
 // disabled, deleted): then every stream re-checks it may go on.
 type listChanges struct {
 	tools, prompts, resources bool
-	contents                  bool
-	tenant                    bool
+	// legacyTools: the tool list legacy sessions see changed (a tool's
+	// task mode shows there alone).
+	legacyTools bool
+	contents    bool
+	tenant      bool
 }
 
 // everything is the change of a tenant that is gone.
-var everything = listChanges{tools: true, prompts: true, resources: true, tenant: true}
+var everything = listChanges{tools: true, prompts: true, resources: true, legacyTools: true, tenant: true}
 
 func (c listChanges) any() bool {
-	return c.tools || c.prompts || c.resources || c.contents || c.tenant
+	return c.tools || c.prompts || c.resources || c.legacyTools || c.contents || c.tenant
 }
 
 func (c listChanges) merge(o listChanges) listChanges {
 	return listChanges{c.tools || o.tools, c.prompts || o.prompts, c.resources || o.resources,
-		c.contents || o.contents, c.tenant || o.tenant}
+		c.legacyTools || o.legacyTools, c.contents || o.contents, c.tenant || o.tenant}
 }
 
 // changes compares two snapshots' rendered lists and resources; any new
 // snapshot is a change of the tenant for the streams to re-check.
 func changes(old, cur *snapshot) listChanges {
 	return listChanges{
-		// A tool's task mode shows in the legacy list alone.
-		tools:     !sameList(old.toolList, cur.toolList) || !sameList(old.legacyToolList, cur.legacyToolList),
-		prompts:   !sameList(old.promptLst, cur.promptLst),
-		resources: !sameList(old.resList, cur.resList) || !sameList(old.tmplList, cur.tmplList),
-		contents:  !sameResources(old.resources, cur.resources),
-		tenant:    true,
+		tools:       !sameList(old.toolList, cur.toolList),
+		prompts:     !sameList(old.promptLst, cur.promptLst),
+		resources:   !sameList(old.resList, cur.resList) || !sameList(old.tmplList, cur.tmplList),
+		legacyTools: !sameList(old.legacyToolList, cur.legacyToolList),
+		contents:    !sameResources(old.resources, cur.resources),
+		tenant:      true,
 	}
 }
 

@@ -198,7 +198,7 @@ func (te *taskEngine) apply(ctx context.Context, tk *store.Task, rep *webhook.Re
 			}
 			t.Status, t.InputRequests, t.AskedKeys = store.TaskInputRequired, string(mustJSON(open)), string(mustJSON(asked))
 		case store.TaskCompleted:
-			t.Status, t.Result, t.InputRequests = store.TaskCompleted, string(mustJSON(ch.result)), ""
+			t.Status, t.Result, t.ToolError, t.InputRequests = store.TaskCompleted, string(mustJSON(ch.result)), ch.toolError, ""
 		case store.TaskFailed:
 			t.Status, t.Error, t.InputRequests = store.TaskFailed, string(ch.errDoc), ""
 		}

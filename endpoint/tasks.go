@@ -120,17 +120,21 @@ func (te *taskEngine) create(ctx context.Context, c *call, t *target, fl *flow, 
 	secret := make([]byte, 32)
 	_, _ = rand.Read(secret)
 	s := t.task
-	ttl := s.TTL()
-	if c.v1TTL > 0 && c.v1TTL < ttl {
-		// A legacy client may ask for a shorter life, not a longer one.
-		ttl = max(c.v1TTL, minV1TTL)
+	ttl, deadline := s.TTL(), s.Deadline()
+	if c.v1TTL > 0 {
+		// A legacy client may ask for a shorter life, not a longer one
+		// (nor one under minV1TTL); the deadline stays below it, so a
+		// silent backend's task fails, and the backend is told, before
+		// the task is swept.
+		ttl = min(max(c.v1TTL, minV1TTL), ttl)
+		deadline = min(deadline, ttl-catalogue.MinTaskDeadlineMs)
 	}
 	tk := &store.Task{
 		ID: newTaskID(), TenantID: c.snap.tenantID, TenantSlug: c.snap.slug, FlowID: fl.id, Tool: t.name,
 		Era: rd.Era, SessionID: rd.SessionID, PrincipalHash: principalHash(c.principal), Capabilities: string(c.rawCaps),
 		ClientName: c.client.Name, ClientVersion: c.client.Version,
 		Status: store.TaskWorking, Secret: base64.RawURLEncoding.EncodeToString(secret),
-		Events: fl.number, TTLMs: ttl, PollIntervalMs: s.PollInterval(), DeadlineMs: s.Deadline(),
+		Events: fl.number, TTLMs: ttl, PollIntervalMs: s.PollInterval(), DeadlineMs: deadline,
 		CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Duration(ttl) * time.Millisecond), Version: 1,
 	}
 	if p := c.principal; p != nil {

@@ -65,6 +65,8 @@ type Task struct {
 	// of a failed task (JSON).
 	Result string
 	Error  string
+	// ToolError says Result is a tool error (isError).
+	ToolError bool
 	// Secret keys the backend's reports (HMAC), sealed at rest when a
 	// secrets key is configured.
 	Secret string
@@ -198,7 +200,7 @@ func (s Tasks) Update(ctx context.Context, id string, change func(*Task) error) 
 		res := s.db.WithContext(ctx).Model(&Task{}).Where("id = ? AND version = ?", id, read).Updates(map[string]any{
 			"status": t.Status, "status_message": t.StatusMessage, "input_requests": t.InputRequests,
 			"asked_keys": t.AskedKeys, "pending_answers": t.PendingAnswers, "cancel_pending": t.CancelPending,
-			"result": t.Result, "error": t.Error, "last_seq": t.LastSeq, "events": t.Events, "attempts": t.Attempts,
+			"result": t.Result, "error": t.Error, "tool_error": t.ToolError, "last_seq": t.LastSeq, "events": t.Events, "attempts": t.Attempts,
 			"cancelled_by": t.CancelledBy, "updated_at": t.UpdatedAt, "due_at": t.DueAt, "version": t.Version,
 		})
 		if res.Error != nil {
@@ -254,15 +256,20 @@ func (s Tasks) DeleteExpired(ctx context.Context, now time.Time, limit int) (int
 
 // List returns up to limit of a tenant's tasks created by principalHash
 // (and, when sessionID is set, by that session), newest first, before
-// the task with id after ("" for the first page). Secrets are not read.
+// the task with id after ("" for the first page), without their bulky
+// columns.
 func (s Tasks) List(ctx context.Context, tenantID, principalHash, sessionID, after string, limit int) ([]Task, error) {
-	q := s.db.WithContext(ctx).Omit("secret").Where("tenant_id = ? AND principal_hash = ?", tenantID, principalHash)
+	q := s.db.WithContext(ctx).Omit(bulky...).Where("tenant_id = ? AND principal_hash = ?", tenantID, principalHash)
+	own := s.db.WithContext(ctx).Model(&Task{}).Where("id = ? AND tenant_id = ? AND principal_hash = ?", after, tenantID, principalHash)
 	if sessionID != "" {
 		q = q.Where("session_id = ?", sessionID)
+		own = own.Where("session_id = ?", sessionID)
 	}
 	if after != "" {
+		// The cursor is one of the caller's own tasks: another's is
+		// answered as one that never existed.
 		var at []time.Time
-		if err := s.db.WithContext(ctx).Model(&Task{}).Where("id = ? AND tenant_id = ?", after, tenantID).Pluck("created_at", &at).Error; err != nil {
+		if err := own.Pluck("created_at", &at).Error; err != nil {
 			return nil, fmt.Errorf("read tasks: %w", err)
 		}
 		if len(at) == 0 {
@@ -313,14 +320,30 @@ func (s Tasks) Counts(ctx context.Context) (map[string]*TaskCounts, error) {
 	return out, nil
 }
 
-// ByFlow reads the task a flow became; ErrNotFound when it is no task's.
+// ByFlow reads the task a flow became, without its secret, result or
+// questions; ErrNotFound when it is no task's.
 func (s Tasks) ByFlow(ctx context.Context, flowID string) (*Task, error) {
 	var t Task
-	if err := s.db.WithContext(ctx).Where("flow_id = ?", flowID).Order("created_at DESC").Take(&t).Error; err != nil {
+	if err := s.db.WithContext(ctx).Omit(bulky...).Where("flow_id = ?", flowID).Order("created_at DESC").Take(&t).Error; err != nil {
 		return nil, notFound(err, "task")
 	}
-	if err := s.openTask(&t); err != nil {
-		return nil, err
-	}
 	return &t, nil
+}
+
+// bulky are the columns a task's status (its notifications, its lists)
+// does without: the secret, which would be opened for nothing, and what
+// may be large.
+var bulky = []string{"secret", "result", "input_requests", "pending_answers", "capabilities"}
+
+// ChangedSince returns up to limit of a tenant's tasks of principalHash
+// and sessionID changed at or after since, oldest change first, without
+// their bulky columns.
+func (s Tasks) ChangedSince(ctx context.Context, tenantID, principalHash, sessionID string, since time.Time, limit int) ([]Task, error) {
+	var out []Task
+	if err := s.db.WithContext(ctx).Omit(bulky...).
+		Where("tenant_id = ? AND principal_hash = ? AND session_id = ? AND updated_at >= ?", tenantID, principalHash, sessionID, since).
+		Order("updated_at, id").Limit(limit).Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("read tasks: %w", err)
+	}
+	return out, nil
 }
