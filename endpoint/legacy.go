@@ -600,7 +600,7 @@ func (l *legacy) stream(x *exchange, snap *snapshot, p *auth.Principal) {
 	last := snap
 	// The session's tasks, when it was offered them.
 	var tasks *sessionTasks
-	follow := &noFollow
+	follow := &taskFollow{stop: func() {}} // follows nothing
 	if v1Tasks(s.version, snap) {
 		tasks = l.e.tasks.newSessionTasks(snap.tenantID, principalHash(p), s.id)
 		follow = l.e.tasks.follow(ctx, snap.tenantID)

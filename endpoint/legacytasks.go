@@ -49,7 +49,8 @@ const (
 	// tasks/result stream: the task's id and the question's key follow,
 	// so a response names what it answers, whichever replica takes it.
 	taskQuestionPrefix = "opsmcp-task."
-	// maxSessionTasks bounds the tasks a session's GET stream follows.
+	// maxSessionTasks bounds what a session's GET stream remembers of
+	// tasks: the last change told of each, the flows of other sessions.
 	maxSessionTasks = 1000
 )
 
@@ -83,16 +84,8 @@ func v1Task(tk *store.Task) map[string]any {
 		"ttl":           tk.TTLMs,
 		"pollInterval":  tk.PollIntervalMs,
 	}
-	msg := tk.StatusMessage
-	if tk.Status == store.TaskFailed && msg == "" {
-		var e struct {
-			Message string `json:"message"`
-		}
-		_ = json.Unmarshal([]byte(tk.Error), &e)
-		msg = e.Message
-	}
-	if msg != "" {
-		m["statusMessage"] = msg
+	if tk.StatusMessage != "" {
+		m["statusMessage"] = tk.StatusMessage
 	}
 	return m
 }
@@ -119,7 +112,6 @@ func v1Tasks(version string, snap *snapshot) bool {
 // of a receiver that does not declare them.
 func v1TaskParams(c *call) *rpcError {
 	if !v1Tasks(c.version, c.snap) {
-		c.p.Task = nil
 		return nil
 	}
 	if raw := c.p.Task; len(raw) > 0 && string(raw) != "null" {
@@ -172,7 +164,7 @@ func (l *legacy) v1Visible(x *exchange, c *call, s *session) (*store.Task, bool)
 	}
 	if err != nil {
 		l.e.log.ErrorContext(x.ctx, "task read failed", "tenant", c.snap.slug, "err", err)
-		x.fail(newError(http.StatusServiceUnavailable, mcp.CodeInternalError, "Tasks are unavailable right now; try again", nil))
+		x.fail(errTasksUnavailable())
 		return nil, false
 	}
 	return tk, true
@@ -196,8 +188,6 @@ func (l *legacy) taskMethod(x *exchange, c *call, s *session) {
 		l.v1List(x, c, s)
 	case mcp.MethodTasksResult:
 		l.v1Result(x, c, s)
-	default:
-		legacyFail(x, newError(http.StatusNotFound, mcp.CodeMethodNotFound, "Method not found: "+bounded.String(c.method, 100), nil))
 	}
 }
 
@@ -216,7 +206,7 @@ func (l *legacy) v1Cancel(x *exchange, c *call, s *session) {
 	switch {
 	case err != nil:
 		l.e.log.ErrorContext(x.ctx, "task cancel failed", "tenant", c.snap.slug, "err", err)
-		x.fail(newError(http.StatusServiceUnavailable, mcp.CodeInternalError, "The task could not be cancelled; try again", nil))
+		x.fail(errTaskNotCancelled())
 	case !changed:
 		// It finished between the read and the cancel.
 		legacyFail(x, errInvalidParams("Invalid params: the task is "+v1Status(cur)+" already and cannot be cancelled"))
@@ -251,7 +241,7 @@ func (l *legacy) v1List(x *exchange, c *call, s *session) {
 	}
 	if err != nil {
 		l.e.log.ErrorContext(x.ctx, "task list failed", "tenant", c.snap.slug, "err", err)
-		x.fail(newError(http.StatusServiceUnavailable, mcp.CodeInternalError, "Tasks are unavailable right now; try again", nil))
+		x.fail(errTasksUnavailable())
 		return
 	}
 	now := time.Now()
@@ -381,7 +371,7 @@ func (l *legacy) askTask(sse *sseWriter, s *session, tk *store.Task, asked map[s
 		}
 		params, _ := legParams(open[k])
 		if err := sse.send(legRequest{JSONRPC: "2.0", ID: taskQuestionID(tk.ID, k), Method: open[k].Method,
-			Params: withRelatedTask(params, tk.ID)}); err != nil {
+			Params: mustJSON(relatedTo(params, tk.ID))}); err != nil {
 			return err
 		}
 	}
@@ -395,7 +385,7 @@ func (l *legacy) askTask(sse *sseWriter, s *session, tk *store.Task, asked map[s
 func (l *legacy) v1Final(x *exchange, c *call, tk *store.Task) {
 	switch tk.Status {
 	case store.TaskCompleted:
-		x.answer(answer{complete: relatedResult(json.RawMessage(tk.Result), tk.ID), toolError: tk.ToolError})
+		x.answer(answer{complete: legacyResult(relatedTo(json.RawMessage(tk.Result), tk.ID)), toolError: tk.ToolError})
 	case store.TaskFailed:
 		var e struct {
 			Code    int             `json:"code"`
@@ -416,20 +406,17 @@ func (l *legacy) v1Final(x *exchange, c *call, tk *store.Task) {
 		if strings.HasPrefix(tk.CancelledBy, "admin:") {
 			msg = "The task was cancelled by an administrator."
 		}
-		res, _ := toolError(c.snap, msg).(map[string]any)
-		res["_meta"] = relatedMeta(res["_meta"], tk.ID)
-		x.answer(toolFailed(legacyResult(res)))
+		x.answer(toolFailed(legacyResult(relatedTo(mustJSON(toolError(c.snap, msg)), tk.ID))))
 	}
 }
 
-// relatedResult is a stored result in the legacy shape, its _meta naming
-// the task.
-func relatedResult(raw json.RawMessage, taskID string) map[string]json.RawMessage {
+// relatedTo is a JSON object (a result, a request's params) with its
+// _meta naming the task, as v1 has every message of a task carry it.
+func relatedTo(raw json.RawMessage, taskID string) map[string]json.RawMessage {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(raw, &m) != nil || m == nil {
 		m = map[string]json.RawMessage{}
 	}
-	legacyResult(m)
 	var meta map[string]json.RawMessage
 	_ = json.Unmarshal(m["_meta"], &meta)
 	if meta == nil {
@@ -438,33 +425,6 @@ func relatedResult(raw json.RawMessage, taskID string) map[string]json.RawMessag
 	meta[mcp.MetaRelatedTask] = mustJSON(map[string]string{"taskId": taskID})
 	m["_meta"] = mustJSON(meta)
 	return m
-}
-
-// relatedMeta is meta (a result's _meta, a map or nil) with the task
-// named.
-func relatedMeta(meta any, taskID string) map[string]any {
-	out := map[string]any{}
-	if m, ok := meta.(map[string]any); ok {
-		maps.Copy(out, m)
-	}
-	out[mcp.MetaRelatedTask] = map[string]string{"taskId": taskID}
-	return out
-}
-
-// withRelatedTask is a request's params with _meta naming the task.
-func withRelatedTask(params json.RawMessage, taskID string) json.RawMessage {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(params, &m) != nil || m == nil {
-		m = map[string]json.RawMessage{}
-	}
-	var meta map[string]json.RawMessage
-	_ = json.Unmarshal(m["_meta"], &meta)
-	if meta == nil {
-		meta = map[string]json.RawMessage{}
-	}
-	meta[mcp.MetaRelatedTask] = mustJSON(map[string]string{"taskId": taskID})
-	m["_meta"] = mustJSON(meta)
-	return mustJSON(m)
 }
 
 // taskQuestionID is the id of the request that puts a task's question
@@ -521,7 +481,7 @@ func (l *legacy) taskAnswered(x *exchange, snap *snapshot, p *auth.Principal, s 
 		x.w.WriteHeader(http.StatusAccepted) // not an answer
 		return
 	}
-	if _, _, err := l.e.tasks.take(x.ctx, taskID, map[string]json.RawMessage{key: result}, snap.settings.RecordAnswers); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if _, _, err := l.e.tasks.take(x.ctx, tk, map[string]json.RawMessage{key: result}, snap.settings.RecordAnswers); err != nil && !errors.Is(err, store.ErrNotFound) {
 		l.e.log.ErrorContext(x.ctx, "task answer not taken", "tenant", snap.slug, "err", err)
 		x.fail(errSessionsUnavailable())
 		return
@@ -550,9 +510,6 @@ func (te *taskEngine) follow(ctx context.Context, tenantID string) *taskFollow {
 	}
 	return f
 }
-
-// noFollow follows nothing.
-var noFollow = taskFollow{stop: func() {}}
 
 // taskFlow says which task flow a change is about: its flow id, "" when
 // changes were missed (read everything again), ok false for a change of
@@ -669,14 +626,15 @@ func (te *taskEngine) finishedAtOnce(ctx context.Context, c *call, tk *store.Tas
 	}
 	now := te.now().UTC()
 	kind, changed := TaskCompleted, false
-	cur, err := te.store.Update(context.WithoutCancel(ctx), tk.ID, func(t *store.Task) error {
+	cur, err := te.store.UpdateFrom(context.WithoutCancel(ctx), tk, func(t *store.Task) error {
 		changed = false
 		if !store.TaskLive(t.Status) {
 			return store.ErrUnchanged // a report or the sweep ended it first
 		}
 		if a.err != nil {
+			// As every failure is: its message is the status message.
 			kind = TaskFailedEvent
-			t.Status, t.Error = store.TaskFailed, string(mustJSON(a.err))
+			t.Status, t.Error, t.StatusMessage = store.TaskFailed, string(mustJSON(a.err)), a.err.Message
 		} else {
 			t.Status, t.Result, t.ToolError = store.TaskCompleted, string(mustJSON(a.complete)), a.toolError
 		}

@@ -51,8 +51,10 @@ type SessionStore interface {
 type TaskStore interface {
 	Create(ctx context.Context, t *store.Task, limits store.TaskLimits) error
 	Get(ctx context.Context, id string) (*store.Task, error)
+	GetWithSecret(ctx context.Context, id string) (*store.Task, error)
 	ByFlow(ctx context.Context, flowID string) (*store.Task, error)
 	Update(ctx context.Context, id string, change func(*store.Task) error) (*store.Task, error)
+	UpdateFrom(ctx context.Context, t *store.Task, change func(*store.Task) error) (*store.Task, error)
 	Delete(ctx context.Context, id string) error
 	Due(ctx context.Context, now time.Time, limit int) ([]store.Task, error)
 	DeleteExpired(ctx context.Context, now time.Time, limit int) (int64, error)

@@ -49,7 +49,7 @@ func (e *Handler) ServeTaskReport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	tk, err := te.store.Get(ctx, id)
+	tk, err := te.store.GetWithSecret(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound) || (err == nil && tk.TenantSlug != slug):
 		reportError(w, http.StatusNotFound, "no such task")
@@ -159,7 +159,7 @@ func (te *taskEngine) apply(ctx context.Context, tk *store.Task, rep *webhook.Re
 	}
 	now := te.now().UTC()
 	var refused, duplicate string
-	cur, err := te.store.Update(ctx, tk.ID, func(t *store.Task) error {
+	cur, err := te.store.UpdateFrom(ctx, tk, func(t *store.Task) error {
 		refused, duplicate = "", ""
 		switch {
 		case rep.Seq <= t.LastSeq:

@@ -106,6 +106,17 @@ func errUnknownTask() *rpcError {
 	return errInvalidParams("Invalid params: no such task")
 }
 
+// errTasksUnavailable answers a task request the store could not serve
+// (the database away): 503, for the client to send it again.
+func errTasksUnavailable() *rpcError {
+	return newError(http.StatusServiceUnavailable, mcp.CodeInternalError, "Tasks are unavailable right now; try again", nil)
+}
+
+// errTaskNotCancelled answers a cancel the store could not take.
+func errTaskNotCancelled() *rpcError {
+	return newError(http.StatusServiceUnavailable, mcp.CodeInternalError, "The task could not be cancelled; try again", nil)
+}
+
 // offersTask reports whether a tools/call of t is offered to its backend
 // as a task.
 func offersTask(c *call, t *target) bool {
@@ -147,21 +158,17 @@ func (te *taskEngine) create(ctx context.Context, c *call, t *target, fl *flow, 
 	tk.DueAt = &due
 	perTenant, perPrincipal := c.snap.settings.LiveTasks()
 	if err := te.store.Create(ctx, tk, store.TaskLimits{PerTenant: perTenant, PerPrincipal: perPrincipal}); err != nil {
-		if errors.Is(err, store.ErrQuota) {
-			return nil, newError(http.StatusTooManyRequests, mcp.CodeInvalidRequest, "Too many live tasks: "+quotaWhose(err)+"; wait for one to finish or cancel one", nil)
+		if qe, ok := errors.AsType[*store.TaskQuotaError](err); ok {
+			who := "the tenant holds as many as it may"
+			if qe.Caller {
+				who = "the caller holds as many as it may"
+			}
+			return nil, newError(http.StatusTooManyRequests, mcp.CodeInvalidRequest, "Too many live tasks: "+who+"; wait for one to finish or cancel one", nil)
 		}
 		te.log.ErrorContext(ctx, "task not created", "tenant", c.snap.slug, "tool", t.name, "err", err)
 		return nil, newError(http.StatusServiceUnavailable, mcp.CodeInternalError, "The task could not be created; try again shortly", nil)
 	}
 	return tk, nil
-}
-
-// quotaWhose says which limit a store.ErrQuota of Create hit.
-func quotaWhose(err error) string {
-	if strings.Contains(err.Error(), "caller") {
-		return "the caller holds as many as it may"
-	}
-	return "the tenant holds as many as it may"
 }
 
 // offer is the task offer a delivery carries.
@@ -176,7 +183,7 @@ func (te *taskEngine) offer(tk *store.Task) *webhook.Task {
 // it stands now (a report may have moved it already), which is durable.
 func (te *taskEngine) accepted(ctx context.Context, c *call, tk *store.Task, message string, rd *Round) answer {
 	if message != "" {
-		if cur, err := te.store.Update(ctx, tk.ID, func(t *store.Task) error {
+		if cur, err := te.store.UpdateFrom(ctx, tk, func(t *store.Task) error {
 			if t.LastSeq > 0 || t.StatusMessage != "" {
 				return store.ErrUnchanged // a report spoke first
 			}
@@ -283,7 +290,7 @@ func (te *taskEngine) taskRequest(ctx context.Context, c *call) (*store.Task, an
 	}
 	if err != nil {
 		te.log.ErrorContext(ctx, "task read failed", "tenant", c.snap.slug, "err", err)
-		return nil, failed(newError(http.StatusServiceUnavailable, mcp.CodeInternalError, "Tasks are unavailable right now; try again", nil)), false
+		return nil, failed(errTasksUnavailable()), false
 	}
 	return tk, answer{}, true
 }
@@ -316,7 +323,7 @@ func (te *taskEngine) update(ctx context.Context, c *call, rd *Round) answer {
 	if e != nil {
 		return failed(e)
 	}
-	cur, taken, err := te.take(ctx, tk.ID, responses, c.snap.settings.RecordAnswers)
+	cur, taken, err := te.take(ctx, tk, responses, c.snap.settings.RecordAnswers)
 	if errors.Is(err, store.ErrNotFound) {
 		return failed(errUnknownTask())
 	}
@@ -330,13 +337,14 @@ func (te *taskEngine) update(ctx context.Context, c *call, rd *Round) answer {
 	return completed(ack)
 }
 
-// take stores the answers of responses to the task's outstanding input
+// take stores the answers of responses to the task's (tk, read whole)
+// outstanding input
 // requests (others are ignored) and delivers them to the backend; the
 // task works again once none is outstanding. It returns the keys taken.
-func (te *taskEngine) take(ctx context.Context, id string, responses map[string]json.RawMessage, recordAnswers bool) (*store.Task, []string, error) {
+func (te *taskEngine) take(ctx context.Context, tk *store.Task, responses map[string]json.RawMessage, recordAnswers bool) (*store.Task, []string, error) {
 	var taken []string
 	now := te.now().UTC()
-	cur, err := te.store.Update(ctx, id, func(t *store.Task) error {
+	cur, err := te.store.UpdateFrom(ctx, tk, func(t *store.Task) error {
 		taken = taken[:0]
 		if t.Status != store.TaskInputRequired {
 			return store.ErrUnchanged
@@ -397,7 +405,7 @@ func (te *taskEngine) cancel(ctx context.Context, c *call, rd *Round) answer {
 	}
 	if cur, changed, err := te.cancelTask(ctx, tk.ID, "client"); err != nil {
 		te.log.ErrorContext(ctx, "task cancel failed", "tenant", c.snap.slug, "err", err)
-		return failed(newError(http.StatusServiceUnavailable, mcp.CodeInternalError, "The task could not be cancelled; try again", nil))
+		return failed(errTaskNotCancelled())
 	} else if changed {
 		rd.TaskID = cur.ID
 	}

@@ -46,7 +46,7 @@ func taskRetryAfter(attempt int) time.Duration {
 func (te *taskEngine) claim(ctx context.Context, tk *store.Task, attempt int) (*store.Task, bool) {
 	retry := te.now().UTC().Add(taskRetryAfter(attempt))
 	won := false
-	cur, err := te.store.Update(ctx, tk.ID, func(t *store.Task) error {
+	cur, err := te.store.UpdateFrom(ctx, tk, func(t *store.Task) error {
 		won = false
 		if t.Version != tk.Version {
 			return store.ErrUnchanged
@@ -97,7 +97,7 @@ func (te *taskEngine) send(ctx context.Context, tk *store.Task, attempt int) {
 	}
 	now := te.now().UTC()
 	var kindOut string
-	cur, err := te.store.Update(ctx, tk.ID, func(t *store.Task) error {
+	cur, err := te.store.UpdateFrom(ctx, tk, func(t *store.Task) error {
 		kindOut = ""
 		if t.Version != tk.Version {
 			return store.ErrUnchanged // changed meanwhile: the next sweep looks again
@@ -190,7 +190,7 @@ func (te *taskEngine) sweep(ctx context.Context) {
 			te.deadline(ctx, tk)
 		default:
 			// Nothing is due any more (a status that stops the clock).
-			_, _ = te.store.Update(ctx, tk.ID, func(t *store.Task) error {
+			_, _ = te.store.UpdateFrom(ctx, tk, func(t *store.Task) error {
 				if t.Version != tk.Version {
 					return store.ErrUnchanged
 				}
@@ -206,7 +206,7 @@ func (te *taskEngine) sweep(ctx context.Context) {
 func (te *taskEngine) deadline(ctx context.Context, tk *store.Task) {
 	now := te.now().UTC()
 	failed := false
-	cur, err := te.store.Update(ctx, tk.ID, func(t *store.Task) error {
+	cur, err := te.store.UpdateFrom(ctx, tk, func(t *store.Task) error {
 		failed = false
 		if t.Version != tk.Version || t.Status != store.TaskWorking || t.DueAt == nil || t.DueAt.After(now) {
 			return store.ErrUnchanged

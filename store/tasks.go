@@ -107,9 +107,29 @@ var ErrTaskChanged = errors.New("task changed concurrently")
 // the task as it is (Update then returns the task as read, and no error).
 var ErrUnchanged = errors.New("unchanged")
 
+// TaskQuotaError is the ErrQuota of Create: which limit the new task
+// would pass, and how many live tasks hold it.
+type TaskQuotaError struct {
+	// Caller: the principal's limit; else the tenant's.
+	Caller bool
+	Live   int64
+}
+
+func (e *TaskQuotaError) Error() string {
+	who := "the tenant"
+	if e.Caller {
+		who = "the caller"
+	}
+	return fmt.Sprintf("%s holds %d live tasks, its limit: %v", who, e.Live, ErrQuota)
+}
+
+// Is makes a TaskQuotaError an ErrQuota.
+func (e *TaskQuotaError) Is(target error) bool { return target == ErrQuota }
+
 // Create stores a new task, with its secret sealed, unless its tenant,
 // or its principal, holds as many live tasks as limits allow
-// (ErrQuota). Creations for one tenant are serialised so concurrent ones
+// (a *TaskQuotaError, which is ErrQuota). Creations for one tenant are
+// serialised so concurrent ones
 // cannot pass a limit together.
 func (s Tasks) Create(ctx context.Context, t *Task, limits TaskLimits) error {
 	row := *t
@@ -129,7 +149,7 @@ func (s Tasks) Create(ctx context.Context, t *Task, limits TaskLimits) error {
 				return fmt.Errorf("count live tasks: %w", err)
 			}
 			if limits.PerTenant > 0 && n >= int64(limits.PerTenant) {
-				return fmt.Errorf("the tenant holds %d live tasks, its limit: %w", n, ErrQuota)
+				return &TaskQuotaError{Live: n}
 			}
 			if limits.PerPrincipal > 0 && t.PrincipalHash != "" {
 				var m int64
@@ -139,7 +159,7 @@ func (s Tasks) Create(ctx context.Context, t *Task, limits TaskLimits) error {
 					return fmt.Errorf("count live tasks: %w", err)
 				}
 				if m >= int64(limits.PerPrincipal) {
-					return fmt.Errorf("the caller holds %d live tasks, its limit: %w", m, ErrQuota)
+					return &TaskQuotaError{Caller: true, Live: m}
 				}
 			}
 		}
@@ -150,9 +170,23 @@ func (s Tasks) Create(ctx context.Context, t *Task, limits TaskLimits) error {
 	})
 }
 
-// Get reads a task by id, its secret opened; ErrNotFound when there is
+// Get reads a task by id, without its secret; ErrNotFound when there is
 // none. Whether the caller may see it is the caller's to decide.
 func (s Tasks) Get(ctx context.Context, id string) (*Task, error) {
+	var t Task
+	// The whole row, its sealed secret dropped rather than left out of
+	// the query: GORM's Omit costs more (a column list built per query)
+	// than the bytes it saves.
+	if err := s.db.WithContext(ctx).Where("id = ?", id).Take(&t).Error; err != nil {
+		return nil, notFound(err, "task")
+	}
+	t.Secret = ""
+	return &t, nil
+}
+
+// GetWithSecret reads a task by id with its secret opened, which only
+// the check of a backend's report needs.
+func (s Tasks) GetWithSecret(ctx context.Context, id string) (*Task, error) {
 	var t Task
 	if err := s.db.WithContext(ctx).Where("id = ?", id).Take(&t).Error; err != nil {
 		return nil, notFound(err, "task")
@@ -182,33 +216,48 @@ func (s Tasks) openTask(t *Task) error {
 // Update reads a task, lets change alter it, and writes it back if it is
 // still the version read, retrying on a concurrent change. change may
 // return ErrUnchanged to write nothing (Update then returns the task as
-// read) or any other error to stop. The secret is not written back.
+// read) or any other error to stop. The secret is neither read nor
+// written.
 func (s Tasks) Update(ctx context.Context, id string, change func(*Task) error) (*Task, error) {
+	return s.UpdateFrom(ctx, &Task{ID: id, Version: -1}, change)
+}
+
+// UpdateFrom is Update starting from t, a version of the task the caller
+// read already, whole (as Get, GetWithSecret and Due read it; not as the
+// reads that leave columns out): it is changed (a copy of it) without
+// reading the task again, and read again only if another change came
+// first.
+func (s Tasks) UpdateFrom(ctx context.Context, t *Task, change func(*Task) error) (*Task, error) {
+	cur := *t
 	for range 8 {
-		t, err := s.Get(ctx, id)
-		if err != nil {
-			return nil, err
+		if cur.Version < 0 {
+			read, err := s.Get(ctx, t.ID)
+			if err != nil {
+				return nil, err
+			}
+			cur = *read
 		}
-		read := t.Version
-		if err := change(t); err != nil {
+		read := cur.Version
+		if err := change(&cur); err != nil {
 			if errors.Is(err, ErrUnchanged) {
-				return t, nil
+				return &cur, nil
 			}
 			return nil, err
 		}
-		t.Version = read + 1
-		res := s.db.WithContext(ctx).Model(&Task{}).Where("id = ? AND version = ?", id, read).Updates(map[string]any{
-			"status": t.Status, "status_message": t.StatusMessage, "input_requests": t.InputRequests,
-			"asked_keys": t.AskedKeys, "pending_answers": t.PendingAnswers, "cancel_pending": t.CancelPending,
-			"result": t.Result, "error": t.Error, "tool_error": t.ToolError, "last_seq": t.LastSeq, "events": t.Events, "attempts": t.Attempts,
-			"cancelled_by": t.CancelledBy, "updated_at": t.UpdatedAt, "due_at": t.DueAt, "version": t.Version,
+		cur.Version = read + 1
+		res := s.db.WithContext(ctx).Model(&Task{}).Where("id = ? AND version = ?", cur.ID, read).Updates(map[string]any{
+			"status": cur.Status, "status_message": cur.StatusMessage, "input_requests": cur.InputRequests,
+			"asked_keys": cur.AskedKeys, "pending_answers": cur.PendingAnswers, "cancel_pending": cur.CancelPending,
+			"result": cur.Result, "error": cur.Error, "tool_error": cur.ToolError, "last_seq": cur.LastSeq, "events": cur.Events, "attempts": cur.Attempts,
+			"cancelled_by": cur.CancelledBy, "updated_at": cur.UpdatedAt, "due_at": cur.DueAt, "version": cur.Version,
 		})
 		if res.Error != nil {
 			return nil, fmt.Errorf("write task: %w", res.Error)
 		}
 		if res.RowsAffected == 1 {
-			return t, nil
+			return &cur, nil
 		}
+		cur.Version = -1 // changed meanwhile: read it again
 	}
 	return nil, ErrTaskChanged
 }
@@ -222,16 +271,14 @@ func (s Tasks) Delete(ctx context.Context, id string) error {
 }
 
 // Due lists up to limit tasks whose due time has come: a live task past
-// its deadline, or a delivery to retry. Their secrets are opened.
+// its deadline, or a delivery to retry. Their secrets are not read.
 func (s Tasks) Due(ctx context.Context, now time.Time, limit int) ([]Task, error) {
 	var out []Task
 	if err := s.db.WithContext(ctx).Where("due_at IS NOT NULL AND due_at <= ?", now.UTC()).Order("due_at").Limit(limit).Find(&out).Error; err != nil {
 		return nil, fmt.Errorf("read due tasks: %w", err)
 	}
 	for i := range out {
-		if err := s.openTask(&out[i]); err != nil {
-			return nil, err
-		}
+		out[i].Secret = "" // as Get
 	}
 	return out, nil
 }

@@ -44,8 +44,11 @@ func TestTasksAreKeptSealedAndChangedWithCheckAndSet(t *testing.T) {
 				t.Fatalf("the secret is stored as %q", raw)
 			}
 			got, err := tasks.Get(ctx, "tk_1")
-			if err != nil || got.Secret != "s3cret-tk_1" || got.Status != store.TaskWorking || got.FlowID != "fl_tk_1" {
-				t.Fatalf("read back: %+v %v", got, err)
+			if err != nil || got.Secret != "" || got.Status != store.TaskWorking || got.FlowID != "fl_tk_1" {
+				t.Fatalf("read back (without the secret): %+v %v", got, err)
+			}
+			if withSecret, err := tasks.GetWithSecret(ctx, "tk_1"); err != nil || withSecret.Secret != "s3cret-tk_1" {
+				t.Fatalf("read back with the secret: %+v %v", withSecret, err)
 			}
 			if f, err := tasks.ByFlow(ctx, "fl_tk_1"); err != nil || f.ID != "tk_1" {
 				t.Fatalf("by flow: %+v %v", f, err)
@@ -85,6 +88,20 @@ func TestTasksAreKeptSealedAndChangedWithCheckAndSet(t *testing.T) {
 			if _, err := tasks.Update(ctx, "tk_1", func(*store.Task) error { return stop }); !errors.Is(err, stop) {
 				t.Fatalf("a change's error: %v", err)
 			}
+
+			// From a version read before: changed as it is when it still
+			// is the task's; read again when another change came first.
+			fresh, _ := tasks.Get(ctx, "tk_1")
+			seen := []int64{}
+			next, err := tasks.UpdateFrom(ctx, fresh, func(t *store.Task) error { seen = append(seen, t.Version); t.Events++; return nil })
+			if err != nil || fmt.Sprint(seen) != "[9]" || next.Version != 10 || next.Events != 9 {
+				t.Fatalf("from the current version: saw %v, got %+v %v", seen, next, err)
+			}
+			seen = seen[:0]
+			next, err = tasks.UpdateFrom(ctx, fresh, func(t *store.Task) error { seen = append(seen, t.Version); t.Events++; return nil })
+			if err != nil || fmt.Sprint(seen) != "[9 10]" || next.Version != 11 || next.Events != 10 {
+				t.Fatalf("from a stale version: saw %v, got %+v %v", seen, next, err)
+			}
 		})
 	}
 }
@@ -121,6 +138,9 @@ func TestLiveTasksAreBoundedPerTenantAndPerPrincipal(t *testing.T) {
 					case err == nil:
 						made++
 					case errors.Is(err, store.ErrQuota):
+						if qe, ok := errors.AsType[*store.TaskQuotaError](err); !ok || !qe.Caller || qe.Live != 3 {
+							t.Errorf("the principal's limit, as %#v", err)
+						}
 						quota++
 					default:
 						t.Error(err)
@@ -138,6 +158,8 @@ func TestLiveTasksAreBoundedPerTenantAndPerPrincipal(t *testing.T) {
 			}
 			if err := tasks.Create(ctx, newTask(acme.ID, "tk_c", "p3", now), limits); !errors.Is(err, store.ErrQuota) {
 				t.Fatalf("a seventh live task of the tenant: %v", err)
+			} else if qe, ok := errors.AsType[*store.TaskQuotaError](err); !ok || qe.Caller || qe.Live != 6 {
+				t.Fatalf("the tenant's limit, as %#v", err)
 			}
 			if err := tasks.Create(ctx, newTask(beta.ID, "tk_beta", "p1", now), limits); err != nil {
 				t.Fatalf("another tenant: %v", err)
@@ -185,7 +207,7 @@ func TestDueAndExpiredTasksAreFoundByTheirTimes(t *testing.T) {
 			for _, tk := range due {
 				ids = append(ids, tk.ID)
 			}
-			if fmt.Sprint(ids) != "[tk_0 tk_1 tk_2]" || due[0].Secret != "s3cret-tk_0" {
+			if fmt.Sprint(ids) != "[tk_0 tk_1 tk_2]" || due[0].Secret != "" {
 				t.Fatalf("due now: %v", ids)
 			}
 			if due, _ := tasks.Due(ctx, now, 1); len(due) != 1 || due[0].ID != "tk_0" {
