@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/opsmcp/platform/client"
 	"github.com/opsmcp/platform/mcp"
@@ -23,44 +22,25 @@ import (
 // hook is a tenant webhook: it verifies each delivery's signature and
 // answers with answer.
 type hook struct {
-	*httptest.Server
+	*platformtest.Backend
 	mu       sync.Mutex
-	secret   string
 	answer   func(req *webhook.Request) any
 	requests []*webhook.Request
 }
 
 func newHook(t *testing.T, answer func(req *webhook.Request) any) *hook {
 	h := &hook{answer: answer}
-	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
+	h.Backend = platformtest.NewBackend(t, func(w http.ResponseWriter, _ *http.Request, req *webhook.Request) {
 		h.mu.Lock()
-		secret := h.secret
-		h.mu.Unlock()
-		if err := webhook.Verify(secret, r.Header.Get(webhook.SignatureHeader), body, time.Now(), webhook.DefaultTolerance); err != nil {
-			http.Error(w, err.Error(), http.StatusUnauthorized)
-			return
-		}
-		var req webhook.Request
-		if err := json.Unmarshal(body, &req); err != nil {
-			http.Error(w, "bad delivery", 400)
-			return
-		}
-		h.mu.Lock()
-		h.requests = append(h.requests, &req)
+		h.requests = append(h.requests, req)
 		h.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(h.answer(&req))
-	}))
-	t.Cleanup(h.Close)
+		_ = json.NewEncoder(w).Encode(h.answer(req))
+	})
 	return h
 }
 
-func (h *hook) setSecret(s string) {
-	h.mu.Lock()
-	h.secret = s
-	h.mu.Unlock()
-}
+func (h *hook) setSecret(s string) { h.SetSecrets(s) }
 
 func (h *hook) deliveries() []*webhook.Request {
 	h.mu.Lock()

@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/opsmcp/platform/config"
 	"github.com/opsmcp/platform/endpoint"
@@ -25,41 +23,22 @@ type obj = map[string]any
 // hook is a tenant webhook for tests: it verifies signatures and answers
 // with whatever the test sets.
 type hook struct {
-	*httptest.Server
+	*platformtest.Backend
 	mu       sync.Mutex
-	secret   string
 	answer   func(w http.ResponseWriter, req *webhook.Request)
 	requests []*webhook.Request
 	header   http.Header // of the last delivery
-	badSigs  int
 }
 
 func newHook(t *testing.T, answer func(w http.ResponseWriter, req *webhook.Request)) *hook {
 	h := &hook{answer: answer}
-	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
+	h.Backend = platformtest.NewBackend(t, func(w http.ResponseWriter, r *http.Request, req *webhook.Request) {
 		h.mu.Lock()
-		secret := h.secret
-		h.mu.Unlock()
-		if err := webhook.Verify(secret, r.Header.Get(webhook.SignatureHeader), body, time.Now(), webhook.DefaultTolerance); err != nil {
-			h.mu.Lock()
-			h.badSigs++
-			h.mu.Unlock()
-			http.Error(w, err.Error(), http.StatusUnauthorized)
-			return
-		}
-		var req webhook.Request
-		if err := json.Unmarshal(body, &req); err != nil {
-			http.Error(w, "bad delivery", 400)
-			return
-		}
-		h.mu.Lock()
-		h.requests = append(h.requests, &req)
+		h.requests = append(h.requests, req)
 		h.header = r.Header.Clone()
 		h.mu.Unlock()
-		h.answer(w, &req)
-	}))
-	t.Cleanup(h.Close)
+		h.answer(w, req)
+	})
 	return h
 }
 
@@ -82,11 +61,7 @@ func countRounds() (<-chan *endpoint.Round, platformtest.Option) {
 	return s, platformtest.WithServer(func(o *endpoint.Options) { o.Sinks = append(o.Sinks, s) })
 }
 
-func (h *hook) setSecret(s string) {
-	h.mu.Lock()
-	h.secret = s
-	h.mu.Unlock()
-}
+func (h *hook) setSecret(s string) { h.SetSecrets(s) }
 
 func (h *hook) lastHeader() http.Header {
 	h.mu.Lock()

@@ -74,7 +74,7 @@ func TestALegacySessionRunsATaskToItsResult(t *testing.T) {
 	a := platformtest.Start(t, url, keys)
 	b := platformtest.Start(t, url, keys, platformtest.WithConfig(func(c *config.Config) { c.PublicURL = a.URL }))
 	a.Tenant(t, "acme")
-	h.secret = a.Tool(t, "acme", taskTool("export", h.URL, "may"))
+	h.setSecret(a.Tool(t, "acme", taskTool("export", h.URL, "may")))
 	a.Tool(t, "acme", taskTool("deploy", h.URL, "must"))
 	a.Tool(t, "acme", echoTool("echo", h.URL))
 

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -26,10 +24,10 @@ var taskCaps = obj{"elicitation": obj{}, "extensions": obj{"io.modelcontextproto
 // records what the platform tells it about them. Tests report for it
 // with report.
 type taskHook struct {
-	*httptest.Server
+	*platformtest.Backend
 	t        *testing.T
 	mu       sync.Mutex
-	secret   string
+	secret   string // the tool's webhook secret, set with setSecret
 	offers   map[string]*webhook.Task
 	news     []*webhook.Request // task_input and task_cancel deliveries
 	calls    []*webhook.Request
@@ -39,39 +37,33 @@ type taskHook struct {
 
 func newTaskHook(t *testing.T) *taskHook {
 	h := &taskHook{t: t, offers: map[string]*webhook.Task{}, seq: map[string]int64{}}
-	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		h.mu.Lock()
-		secret := h.secret
-		h.mu.Unlock()
-		if err := webhook.Verify(secret, r.Header.Get(webhook.SignatureHeader), body, time.Now(), webhook.DefaultTolerance); err != nil {
-			http.Error(w, err.Error(), http.StatusUnauthorized)
-			return
-		}
-		var req webhook.Request
-		if err := json.Unmarshal(body, &req); err != nil {
-			http.Error(w, "bad delivery", 400)
-			return
-		}
+	h.Backend = platformtest.NewBackend(t, func(w http.ResponseWriter, _ *http.Request, req *webhook.Request) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		switch {
 		case req.Kind == webhook.KindTaskInput || req.Kind == webhook.KindTaskCancel:
-			h.news = append(h.news, &req)
+			h.news = append(h.news, req)
 			w.WriteHeader(http.StatusNoContent)
-		case req.Task != nil && (h.acceptIf == nil || h.acceptIf(&req)):
-			h.calls = append(h.calls, &req)
+		case req.Task != nil && (h.acceptIf == nil || h.acceptIf(req)):
+			h.calls = append(h.calls, req)
 			h.offers[req.Task.ID] = req.Task
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write([]byte(`{"type":"accepted","message":"queued"}`))
 		default:
-			h.calls = append(h.calls, &req)
+			h.calls = append(h.calls, req)
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write([]byte(`{"type":"complete","result":{"content":[{"type":"text","text":"done at once"}]}}`))
 		}
-	}))
-	t.Cleanup(h.Close)
+	})
 	return h
+}
+
+// setSecret sets the tool's webhook secret, which deliveries verify with.
+func (h *taskHook) setSecret(secret string) {
+	h.mu.Lock()
+	h.secret = secret
+	h.mu.Unlock()
+	h.SetSecrets(secret)
 }
 
 // report sends the task's next report, signed with its secret.
@@ -113,10 +105,7 @@ func taskTool(name, url, mode string) obj {
 func taskPlatform(t *testing.T, h *taskHook, opts ...platformtest.Option) *platformtest.Platform {
 	p := platformtest.Start(t, platformtest.SQLiteURL(t), opts...)
 	p.Tenant(t, "acme")
-	secret := p.Tool(t, "acme", taskTool("export", h.URL, "may"))
-	h.mu.Lock()
-	h.secret = secret
-	h.mu.Unlock()
+	h.setSecret(p.Tool(t, "acme", taskTool("export", h.URL, "may")))
 	// One backend, one secret: the other tools reuse export's by rotation
 	// would be a detour; they get their own hooks' secret checks below.
 	return p
@@ -364,7 +353,7 @@ func TestTasksMethodsAreGatedAndRoutedAsTheExtensionSays(t *testing.T) {
 	// here, for every method, in every spelling of its id.
 	p.Tenant(t, "beta")
 	hb := newTaskHook(t)
-	hb.secret = p.Tool(t, "beta", taskTool("export", hb.URL, "may"))
+	hb.setSecret(p.Tool(t, "beta", taskTool("export", hb.URL, "may")))
 	betaID := createdTask(t, callTask(t, p, "beta", "export", taskCaps))
 	for _, m := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
 		for _, tid := range []string{betaID, strings.ToUpper(betaID), betaID + "x", betaID[:len(betaID)-1], strings.Replace(betaID, "tk_", "fl_", 1)} {
@@ -510,7 +499,7 @@ func TestASilentBackendFailsItsTaskAtTheDeadline(t *testing.T) {
 	p.Tenant(t, "acme")
 	tool := taskTool("export", h.URL, "may")
 	tool["task"].(obj)["deadlineMs"] = 1500
-	h.secret = p.Tool(t, "acme", tool)
+	h.setSecret(p.Tool(t, "acme", tool))
 	waiting := createdTask(t, callTask(t, p, "acme", "export", taskCaps))
 	silent := createdTask(t, callTask(t, p, "acme", "export", taskCaps))
 	h.mustReport(waiting, webhook.Report{Type: "input_required", InputRequests: map[string]json.RawMessage{
@@ -565,10 +554,10 @@ func TestLiveTasksAreCappedPerTenantAndPerCaller(t *testing.T) {
 	p := platformtest.Start(t, platformtest.SQLiteURL(t))
 	p.MustAdmin(t, 201, "POST", "/api/v1/tenants", obj{"slug": "acme", "displayName": "Acme",
 		"settings": obj{"auth": obj{"public": true}, "maxLiveTasks": 2}})
-	h.secret = p.Tool(t, "acme", taskTool("export", h.URL, "may"))
+	h.setSecret(p.Tool(t, "acme", taskTool("export", h.URL, "may")))
 	p.Tenant(t, "beta")
 	hb := newTaskHook(t)
-	hb.secret = p.Tool(t, "beta", taskTool("export", hb.URL, "may"))
+	hb.setSecret(p.Tool(t, "beta", taskTool("export", hb.URL, "may")))
 	first := createdTask(t, callTask(t, p, "acme", "export", taskCaps))
 	createdTask(t, callTask(t, p, "acme", "export", taskCaps))
 	calls := len(h.calls)
@@ -612,7 +601,7 @@ func TestATaskIsItsCreatorsAlone(t *testing.T) {
 		"maxLiveTasksPerPrincipal": 1, "auth": obj{"scopes": []string{"mcp"},
 			"issuers": []obj{{"issuer": op.Issuer, "audiences": []string{oidctest.ClientA, oidctest.ClientB}}}}}})
 	h := newTaskHook(t)
-	h.secret = p.Tool(t, "acme", taskTool("export", h.URL, "may"))
+	h.setSecret(p.Tool(t, "acme", taskTool("export", h.URL, "may")))
 	alice := op.UserToken(t, oidctest.ClientA, op.UserName(1))
 	bob := op.UserToken(t, oidctest.ClientA, op.UserName(2))
 	aliceB := op.UserToken(t, oidctest.ClientB, op.UserName(1))
@@ -657,7 +646,7 @@ func TestStreamsFollowTheTasksTheyName(t *testing.T) {
 	a := platformtest.Start(t, url, keys)
 	b := platformtest.Start(t, url, keys)
 	a.Tenant(t, "acme")
-	h.secret = a.Tool(t, "acme", taskTool("export", h.URL, "may"))
+	h.setSecret(a.Tool(t, "acme", taskTool("export", h.URL, "may")))
 	id := createdTask(t, callTask(t, a, "acme", "export", taskCaps))
 	if s := openListen(t, b.URL, "acme", "", obj{"taskIds": []string{id}}, obj{}); s.Status != 400 || !strings.Contains(s.Body, "-32021") {
 		t.Fatalf("taskIds without the extension: %d %s", s.Status, s.Body)

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,34 +23,18 @@ type obj = map[string]any
 // answersHook is a tenant webhook that verifies the signature and
 // completes with the answers it got.
 type answersHook struct {
-	*httptest.Server
-	mu     sync.Mutex
-	secret string
-	calls  atomic.Int64
+	*platformtest.Backend
+	calls atomic.Int64
 }
 
 func newAnswersHook(t *testing.T) *answersHook {
 	h := &answersHook{}
-	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		h.mu.Lock()
-		secret := h.secret
-		h.mu.Unlock()
-		if err := webhook.Verify(secret, r.Header.Get(webhook.SignatureHeader), body, time.Now(), webhook.DefaultTolerance); err != nil {
-			http.Error(w, err.Error(), http.StatusUnauthorized)
-			return
-		}
-		var req webhook.Request
-		if err := json.Unmarshal(body, &req); err != nil {
-			http.Error(w, "bad delivery", http.StatusBadRequest)
-			return
-		}
+	h.Backend = platformtest.NewBackend(t, func(w http.ResponseWriter, _ *http.Request, req *webhook.Request) {
 		h.calls.Add(1)
 		b, _ := json.Marshal(req.Answers)
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"type":"complete","result":{"content":[{"type":"text","text":%q}]}}`, b)
-	}))
-	t.Cleanup(h.Close)
+	})
 	return h
 }
 
@@ -121,9 +103,7 @@ func startFleet(t *testing.T, ttl time.Duration, mut func(*config.KeysConfig)) *
 	a.MustAdmin(t, 201, "POST", "/api/v1/tenants", obj{"slug": f.slug, "displayName": "Acme",
 		"settings": obj{"stateTtlSeconds": int(ttl / time.Second), "auth": obj{"public": true}}})
 	a.MustAdmin(t, 201, "POST", "/api/v1/tenants/"+f.slug+"/keys", obj{})
-	f.hook.mu.Lock()
-	f.hook.secret = a.Tool(t, f.slug, chainTool("order", f.hook.URL))
-	f.hook.mu.Unlock()
+	f.hook.SetSecrets(a.Tool(t, f.slug, chainTool("order", f.hook.URL)))
 	// Every instance serves the tool before the driver starts.
 	for _, p := range f.ps {
 		waitFor(t, "every instance serves the tool", func() bool {

@@ -103,6 +103,7 @@ func TestAdminsSeeTasksAndCancelThem(t *testing.T) {
 	browsertest.Do(t, browser, "the row waits on the user",
 		browsertest.Until(fmt.Sprintf(`document.querySelector(%q)?.textContent.includes("awaiting input")`, row)))
 	browsertest.Screenshot(t, browser, "ui", "tasks")
+	browsertest.ScreenshotWidths(t, browser, "ui", "tasks", 390, 1400)
 
 	browsertest.Do(t, browser, "open the task",
 		chromedp.Click(browsertest.CSS(row)),
@@ -114,6 +115,7 @@ func TestAdminsSeeTasksAndCancelThem(t *testing.T) {
 		}
 	}
 	browsertest.Screenshot(t, browser, "ui", "task")
+	browsertest.ScreenshotWidths(t, browser, "ui", "task", 390, 1400)
 	browsertest.Do(t, browser, "cancel the task",
 		chromedp.Click(browsertest.CSS(`button[data-action="cancel"]`)),
 		chromedp.WaitVisible(browsertest.CSS(`dialog textarea`)),

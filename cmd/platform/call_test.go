@@ -24,27 +24,16 @@ import (
 // testHook is a tenant webhook that verifies signatures and answers with
 // the answers and arguments it was given.
 type testHook struct {
-	*httptest.Server
-	mu     sync.Mutex
-	secret string
-	last   *webhook.Request
+	*platformtest.Backend
+	mu   sync.Mutex
+	last *webhook.Request
 }
 
 func newTestHook(t *testing.T) *testHook {
 	h := &testHook{}
-	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
+	h.Backend = platformtest.NewBackend(t, func(w http.ResponseWriter, _ *http.Request, req *webhook.Request) {
 		h.mu.Lock()
-		secret := h.secret
-		h.mu.Unlock()
-		if err := webhook.Verify(secret, r.Header.Get(webhook.SignatureHeader), body, time.Now(), webhook.DefaultTolerance); err != nil {
-			http.Error(w, err.Error(), http.StatusUnauthorized)
-			return
-		}
-		var req webhook.Request
-		_ = json.Unmarshal(body, &req)
-		h.mu.Lock()
-		h.last = &req
+		h.last = req
 		h.mu.Unlock()
 		var parts []string
 		for _, k := range []string{"login", "who", "colour", "pitch", "where"} {
@@ -58,8 +47,7 @@ func newTestHook(t *testing.T) *testHook {
 			return
 		}
 		fmt.Fprintf(w, `{"type":"complete","result":{"content":[{"type":"text","text":%q}]}}`, text)
-	}))
-	t.Cleanup(h.Close)
+	})
 	return h
 }
 
@@ -101,9 +89,7 @@ func callPlatform(t *testing.T) (string, *testHook, *platformtest.Platform) {
 	p := platformtest.Start(t, platformtest.SQLiteURL(t))
 	p.Tenant(t, "acme")
 	h := newTestHook(t)
-	h.mu.Lock()
-	h.secret = p.Tool(t, "acme", orderTool(h.URL))
-	h.mu.Unlock()
+	h.SetSecrets(p.Tool(t, "acme", orderTool(h.URL)))
 	return p.URL + "/t/acme/mcp", h, p
 }
 
@@ -205,11 +191,9 @@ func TestCallDeclinesAndCancelsFromTheAnswersFile(t *testing.T) {
 
 func TestCallGetsPromptsAndReadsResourcesAsTextOrJSON(t *testing.T) {
 	url, h, p := callPlatform(t)
-	h.mu.Lock()
-	h.secret = p.MustAdmin(t, 201, "POST", "/api/v1/tenants/acme/prompts", obj2{"name": "brief", "description": "A brief", "handler": obj2{"url": h.URL},
+	h.SetSecrets(p.MustAdmin(t, 201, "POST", "/api/v1/tenants/acme/prompts", obj2{"name": "brief", "description": "A brief", "handler": obj2{"url": h.URL},
 		"arguments": []obj2{{"name": "topic", "required": true}},
-		"inputs":    []obj2{formInput("who", "Who?", obj2{"name": obj2{"type": "string"}}, "name")}})["webhookSecret"].(string)
-	h.mu.Unlock()
+		"inputs":    []obj2{formInput("who", "Who?", obj2{"name": obj2{"type": "string"}}, "name")}})["webhookSecret"].(string))
 	p.MustAdmin(t, 201, "POST", "/api/v1/tenants/acme/resources", obj2{"name": "readme", "uri": "docs://readme", "text": "hello docs", "description": "The readme"})
 	code, out, errs := runCallCmd(t, nil, url, "prompts")
 	if code != 0 || !strings.Contains(out, "brief  topic  A brief") {
@@ -238,10 +222,8 @@ func TestCallTurnsRootFlagsIntoFileURIs(t *testing.T) {
 	p := platformtest.Start(t, platformtest.SQLiteURL(t))
 	p.Tenant(t, "acme")
 	h := newTestHook(t)
-	h.mu.Lock()
-	h.secret = p.Tool(t, "acme", obj2{"name": "scan", "description": "Reads the roots", "inputSchema": obj2{"type": "object"},
-		"handler": obj2{"url": h.URL}, "inputs": []obj2{{"name": "where", "kind": "roots"}}})
-	h.mu.Unlock()
+	h.SetSecrets(p.Tool(t, "acme", obj2{"name": "scan", "description": "Reads the roots", "inputSchema": obj2{"type": "object"},
+		"handler": obj2{"url": h.URL}, "inputs": []obj2{{"name": "where", "kind": "roots"}}}))
 	url := p.URL + "/t/acme/mcp"
 	code, _, errs := runCallCmd(t, nil, url, "tool", "scan")
 	if code != 1 || !strings.Contains(errs, "platform call: the server needs the client capabilities roots (offer roots with --root)") {
@@ -478,26 +460,15 @@ func TestCallSendsTheBearerTokenFromTheFlagOrTheEnvironment(t *testing.T) {
 // taskHook accepts every call offered as a task, asks one question from
 // the task, and completes it with the answer; it records cancels.
 type taskHook struct {
-	*httptest.Server
+	*platformtest.Backend
 	mu        sync.Mutex
-	secret    string
 	offers    map[string]*webhook.Task
 	cancelled []string
 }
 
 func newTaskHook(t *testing.T) *taskHook {
 	h := &taskHook{offers: map[string]*webhook.Task{}}
-	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		h.mu.Lock()
-		secret := h.secret
-		h.mu.Unlock()
-		if err := webhook.Verify(secret, r.Header.Get(webhook.SignatureHeader), body, time.Now(), webhook.DefaultTolerance); err != nil {
-			http.Error(w, err.Error(), http.StatusUnauthorized)
-			return
-		}
-		var req webhook.Request
-		_ = json.Unmarshal(body, &req)
+	h.Backend = platformtest.NewBackend(t, func(w http.ResponseWriter, _ *http.Request, req *webhook.Request) {
 		switch req.Kind {
 		case webhook.KindTaskCancel:
 			h.mu.Lock()
@@ -523,8 +494,7 @@ func newTaskHook(t *testing.T) *taskHook {
 				InputRequests: map[string]json.RawMessage{"cutover": json.RawMessage(`{"method":"elicitation/create","params":{"mode":"form","message":"Cut over?","requestedSchema":{"type":"object","properties":{"ok":{"type":"boolean"}}}}}`)}})
 		}()
 		fmt.Fprint(w, `{"type":"accepted","message":"queued"}`)
-	}))
-	t.Cleanup(h.Close)
+	})
 	return h
 }
 
@@ -542,10 +512,8 @@ func TestCallFollowsATaskOrLeavesItRunning(t *testing.T) {
 	p := platformtest.Start(t, platformtest.SQLiteURL(t))
 	p.Tenant(t, "acme")
 	h := newTaskHook(t)
-	h.mu.Lock()
-	h.secret = p.Tool(t, "acme", obj2{"name": "migrate", "description": "long", "inputSchema": obj2{"type": "object"},
-		"handler": obj2{"url": h.URL}, "task": obj2{"mode": "must", "pollIntervalMs": 100}})
-	h.mu.Unlock()
+	h.SetSecrets(p.Tool(t, "acme", obj2{"name": "migrate", "description": "long", "inputSchema": obj2{"type": "object"},
+		"handler": obj2{"url": h.URL}, "task": obj2{"mode": "must", "pollIntervalMs": 100}}))
 	url := p.URL + "/t/acme/mcp"
 	answers := writeAnswers(t, obj2{"cutover": obj2{"action": "accept", "content": obj2{"ok": true}}})
 	code, out, errs := runCallCmd(t, nil, url, "tool", "migrate", "--answers", answers)

@@ -7,6 +7,7 @@ package browsertest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,7 +68,7 @@ func New(t testing.TB) func() context.Context {
 			chromedp.Flag("disable-component-update", true),
 			chromedp.Flag("disable-sync", true),
 			chromedp.UserDataDir(t.TempDir()),
-			chromedp.WindowSize(1440, 900),
+			chromedp.WindowSize(windowWidth, windowHeight),
 		)
 		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 		t.Cleanup(cancelAlloc)
@@ -83,6 +84,9 @@ func New(t testing.TB) func() context.Context {
 		return ctx
 	}
 }
+
+// The browser window's size.
+const windowWidth, windowHeight = 1440, 900
 
 // Do runs steps, failing the test with what on error.
 func Do(t testing.TB, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
@@ -124,4 +128,17 @@ func Screenshot(t testing.TB, ctx context.Context, sub, name string) string {
 	}
 	t.Logf("screenshot: %s", path)
 	return path
+}
+
+// ScreenshotWidths saves the whole page as it lays out at each width
+// (a phone's 390 px, a desktop's 1400 px), as sub/name-<width>.png,
+// then lays it out at the window's width again.
+func ScreenshotWidths(t testing.TB, ctx context.Context, sub, name string, widths ...int64) {
+	t.Helper()
+	for _, w := range widths {
+		// A frame to lay out at the new width before the shot.
+		Do(t, ctx, fmt.Sprintf("lay out at %d px", w), chromedp.EmulateViewport(w, 900), Until(`new Promise(r => requestAnimationFrame(() => r(true)))`))
+		Screenshot(t, ctx, sub, fmt.Sprintf("%s-%d", name, w))
+	}
+	Do(t, ctx, "lay out at the window's width", chromedp.EmulateViewport(windowWidth, windowHeight))
 }

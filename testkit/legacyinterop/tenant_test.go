@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/webhook"
 )
 
@@ -40,46 +39,30 @@ func onboardTool(hookURL string) obj {
 // onboard: it asks for a confirmation first, then completes with what
 // it was told.
 type backend struct {
-	*httptest.Server
-	mu         sync.Mutex
-	secret     string
-	deliveries int
+	*platformtest.Backend
+	mu       sync.Mutex
+	verified int
 }
 
 func newBackend(t testing.TB) *backend {
 	b := &backend{}
-	b.Server = httptest.NewServer(http.HandlerFunc(b.serve))
-	t.Cleanup(b.Close)
+	b.Backend = platformtest.NewBackend(t, b.serve)
 	return b
 }
 
-func (b *backend) setSecret(s string) {
-	b.mu.Lock()
-	b.secret = s
-	b.mu.Unlock()
-}
+func (b *backend) setSecret(s string) { b.SetSecrets(s) }
 
+// count is how many deliveries came, verified or not.
 func (b *backend) count() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.deliveries
+	return b.verified + b.Refused()
 }
 
-func (b *backend) serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
+func (b *backend) serve(w http.ResponseWriter, _ *http.Request, req *webhook.Request) {
 	b.mu.Lock()
-	secret := b.secret
-	b.deliveries++
+	b.verified++
 	b.mu.Unlock()
-	if err := webhook.Verify(secret, r.Header.Get(webhook.SignatureHeader), body, time.Now(), webhook.DefaultTolerance); err != nil {
-		http.Error(w, "bad signature", http.StatusUnauthorized)
-		return
-	}
-	var req webhook.Request
-	if err := json.Unmarshal(body, &req); err != nil {
-		http.Error(w, "bad delivery", http.StatusBadRequest)
-		return
-	}
 	w.Header().Set("Content-Type", "application/json")
 	if req.State != "asked" {
 		fmt.Fprint(w, `{"type":"input_required","state":"asked","inputRequests":{"confirm":{"method":"elicitation/create","params":{"message":"Create the account?","requestedSchema":{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]}}}}}`)

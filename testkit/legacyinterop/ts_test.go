@@ -1,34 +1,15 @@
 package legacyinterop
 
 import (
-	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/opsmcp/platform/testkit/nodeclient"
 	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/testkit/testwait"
 )
-
-// tsSDK returns the folder holding the TypeScript SDK v1's node_modules:
-// $OPSMCP_TS_SDK, else what scripts/ts-sdk installs (from the npm
-// registry, once per machine). A test that cannot have it fails.
-func tsSDK(t *testing.T) string {
-	t.Helper()
-	if dir := os.Getenv("OPSMCP_TS_SDK"); dir != "" {
-		return dir
-	}
-	out, err := exec.Command("../../scripts/ts-sdk").Output()
-	if err != nil {
-		t.Fatalf("legacyinterop: no TypeScript SDK (set OPSMCP_TS_SDK or run scripts/ts-sdk): %v", err)
-	}
-	return strings.TrimSpace(string(out))
-}
 
 // flowsOf lists the tenant's recorded flows once every one is finished.
 func finishedFlows(t *testing.T, p *platformtest.Platform) []map[string]any {
@@ -50,38 +31,11 @@ func finishedFlows(t *testing.T, p *platformtest.Platform) []map[string]any {
 }
 
 func TestTypeScriptSDKv1ClientCompletesABridgedFlow(t *testing.T) {
-	sdk := tsSDK(t)
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("legacyinterop: node (20 or newer) is needed to run the TypeScript SDK client")
-	}
-	// The client imports the SDK from a node_modules beside it.
-	dir := t.TempDir()
-	if err := os.Symlink(filepath.Join(sdk, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.ReadFile("ts/client.mjs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "client.mjs"), src, 0o600); err != nil {
-		t.Fatal(err)
-	}
-
 	p := platformtest.Start(t, platformtest.SQLiteURL(t))
 	b := newBackend(t)
 	register(t, p.URL, platformtest.AdminToken, b, nil)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "client.mjs"), p.URL+"/t/acme/mcp")
-	cmd.Dir = dir
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("the TypeScript client failed: %v\n%s\n%s", err, out, stderr.String())
-	}
+	out := nodeclient.Script(t, nodeclient.Packages(t, "OPSMCP_TS_SDK", "v1"), "ts/client.mjs", p.URL+"/t/acme/mcp")
 	var got struct {
 		ProtocolVersion string   `json:"protocolVersion"`
 		Asked           []string `json:"asked"`

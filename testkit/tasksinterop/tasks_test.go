@@ -4,58 +4,26 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/opsmcp/platform/testkit/nodeclient"
 	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/testkit/testwait"
 	"github.com/opsmcp/platform/webhook"
 )
 
-// tsSDK returns the folder holding the SDK v1's node_modules:
-// $OPSMCP_TS_SDK, else what scripts/ts-sdk installs.
-func tsSDK(t *testing.T) string {
-	t.Helper()
-	if dir := os.Getenv("OPSMCP_TS_SDK"); dir != "" {
-		return dir
-	}
-	out, err := exec.Command("../../scripts/ts-sdk").Output()
-	if err != nil {
-		t.Fatalf("tasksinterop: no TypeScript SDK v1 (set OPSMCP_TS_SDK or run scripts/ts-sdk): %v", err)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// tsSDKv2 returns the folder holding the SDK v2 client's and ext-tasks'
-// node_modules: $OPSMCP_TS_SDK_V2, else what scripts/ts-sdk v2 installs.
-func tsSDKv2(t *testing.T) string {
-	t.Helper()
-	if dir := os.Getenv("OPSMCP_TS_SDK_V2"); dir != "" {
-		return dir
-	}
-	out, err := exec.Command("../../scripts/ts-sdk", "v2").Output()
-	if err != nil {
-		t.Fatalf("tasksinterop: no TypeScript SDK v2 (set OPSMCP_TS_SDK_V2 or run scripts/ts-sdk v2): %v", err)
-	}
-	return strings.TrimSpace(string(out))
-}
-
 // backend accepts every task offered: confirm asks one question and
 // completes with the answer; report reports progress, then completes;
 // slow works until it is cancelled.
 type backend struct {
-	*httptest.Server
+	*platformtest.Backend
 	t         *testing.T
 	mu        sync.Mutex
-	secrets   []string
 	offers    map[string]*webhook.Task
 	answers   map[string]json.RawMessage
 	cancelled []string
@@ -63,14 +31,7 @@ type backend struct {
 
 func newBackend(t *testing.T) *backend {
 	b := &backend{t: t, offers: map[string]*webhook.Task{}, answers: map[string]json.RawMessage{}}
-	b.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		if !b.verified(r.Header.Get(webhook.SignatureHeader), body) {
-			http.Error(w, "bad signature", http.StatusUnauthorized)
-			return
-		}
-		var req webhook.Request
-		_ = json.Unmarshal(body, &req)
+	b.Backend = platformtest.NewBackend(t, func(w http.ResponseWriter, _ *http.Request, req *webhook.Request) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		switch {
@@ -104,20 +65,8 @@ func newBackend(t *testing.T) *backend {
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
-	}))
-	t.Cleanup(b.Close)
+	})
 	return b
-}
-
-func (b *backend) verified(header string, body []byte) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, s := range b.secrets {
-		if webhook.Verify(s, header, body, time.Now(), webhook.DefaultTolerance) == nil {
-			return true
-		}
-	}
-	return false
 }
 
 func (b *backend) report(id string, seq int64, r webhook.Report) {
@@ -145,46 +94,9 @@ func platformWithTasks(t *testing.T) (*platformtest.Platform, *backend) {
 		{"name": "report", "description": "Counts the orders, as a task, and reports", "inputSchema": map[string]any{"type": "object"},
 			"handler": map[string]any{"url": b.URL}, "task": map[string]any{"mode": "must", "pollIntervalMs": 100}},
 	} {
-		secret := p.Tool(t, "acme", tool)
-		b.mu.Lock()
-		b.secrets = append(b.secrets, secret)
-		b.mu.Unlock()
+		b.AddSecret(p.Tool(t, "acme", tool))
 	}
 	return p, b
-}
-
-// runClient runs a client script with Node against endpoint, beside the
-// node_modules of sdk, and returns what it printed.
-func runClient(t *testing.T, sdk, script, endpoint string) []byte {
-	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("tasksinterop: node (20 or newer) is needed to run the TypeScript client")
-	}
-	dir := t.TempDir()
-	if err := os.Symlink(filepath.Join(sdk, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.ReadFile(script)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := filepath.Base(script)
-	if err := os.WriteFile(filepath.Join(dir, name), src, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, name), endpoint)
-	cmd.Dir = dir
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("the client failed: %v\n%s\n%s", err, out, stderr.String())
-	}
-	t.Logf("the client saw: %s", out)
-	return out
 }
 
 // TestTheTypeScriptTasksClientCompletesATaskThatAsksAndCancelsAnother:
@@ -194,7 +106,7 @@ func runClient(t *testing.T, sdk, script, endpoint string) []byte {
 // task's result; it cancels a second task, whose backend is told.
 func TestTheTypeScriptTasksClientCompletesATaskThatAsksAndCancelsAnother(t *testing.T) {
 	p, b := platformWithTasks(t)
-	out := runClient(t, tsSDKv2(t), "ts/tasks.mjs", p.URL+"/t/acme/mcp")
+	out := nodeclient.Script(t, nodeclient.Packages(t, "OPSMCP_TS_SDK_V2", "v2"), "ts/tasks.mjs", p.URL+"/t/acme/mcp")
 	var got struct {
 		Asked []struct {
 			Message, Delivery string
@@ -232,7 +144,7 @@ func TestTheTypeScriptTasksClientCompletesATaskThatAsksAndCancelsAnother(t *test
 // and list both.
 func TestTheTypeScriptSDKv1ClientRunsTasksOnALegacySession(t *testing.T) {
 	p, b := platformWithTasks(t)
-	out := runClient(t, tsSDK(t), "ts/legacy.mjs", p.URL+"/t/acme/mcp")
+	out := nodeclient.Script(t, nodeclient.Packages(t, "OPSMCP_TS_SDK", "v1"), "ts/legacy.mjs", p.URL+"/t/acme/mcp")
 	var got struct {
 		ProtocolVersion string
 		ServerTasks     map[string]any
@@ -281,20 +193,6 @@ func TestTheTypeScriptSDKv1ClientRunsTasksOnALegacySession(t *testing.T) {
 	})
 }
 
-// inspector returns the folder holding the MCP Inspector's node_modules:
-// $OPSMCP_INSPECTOR, else what scripts/ts-sdk inspector installs.
-func inspector(t *testing.T) string {
-	t.Helper()
-	if dir := os.Getenv("OPSMCP_INSPECTOR"); dir != "" {
-		return dir
-	}
-	out, err := exec.Command("../../scripts/ts-sdk", "inspector").Output()
-	if err != nil {
-		t.Fatalf("tasksinterop: no MCP Inspector (set OPSMCP_INSPECTOR or run scripts/ts-sdk inspector): %v", err)
-	}
-	return strings.TrimSpace(string(out))
-}
-
 // TestTheInspectorCLICompletesATaskInBothEras: the MCP Inspector's CLI
 // (2.12.0) calls a tool that must run as a task and prints the task's
 // result: in its legacy era (2025-11-25, its default for a URL) it sees
@@ -309,25 +207,12 @@ func TestTheInspectorCLICompletesATaskInBothEras(t *testing.T) {
 
 func inspectorTask(t *testing.T, era string) {
 	p, _ := platformWithTasks(t)
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("tasksinterop: node is needed to run the Inspector")
-	}
-	cli := filepath.Join(inspector(t), "node_modules", "@modelcontextprotocol", "inspector", "clients", "launcher", "build", "index.js")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, cli, "--cli", p.URL+"/t/acme/mcp", "--protocol-era", era,
-		"--method", "tools/call", "--tool-name", "report", "--format", "json")
+	dir := nodeclient.Packages(t, "OPSMCP_INSPECTOR", "inspector")
+	cli := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "inspector", "clients", "launcher", "build", "index.js")
 	// The Inspector keeps a catalog and client settings in the home
 	// folder: a fresh one per run.
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("the Inspector failed: %v\n%s\n%s", err, out, stderr.String())
-	}
-	t.Logf("the Inspector printed: %s", out)
+	out := nodeclient.Run(t, dir, []string{"HOME=" + t.TempDir()}, cli, "--cli", p.URL+"/t/acme/mcp", "--protocol-era", era,
+		"--method", "tools/call", "--tool-name", "report", "--format", "json")
 	if !strings.Contains(string(out), "1,204 orders") || strings.Contains(string(out), `"isError":true`) {
 		t.Fatalf("the Inspector's result: %s", out)
 	}

@@ -107,7 +107,7 @@ export default async function flowPage(ctx, tenant, id) {
     const p = flow.principal;
     facts.replaceChildren(h("dl", { class: "facts" },
       h("dt", {}, "Flow"), h("dd", { class: "mono" }, flow.id),
-      task ? [h("dt", {}, "Task"), h("dd", {}, `${live ? "running for " + duration(since(flow.startedAt)) : "ran " + duration(Date.parse(flow.updatedAt) - Date.parse(flow.startedAt))}${flow.message ? " · " + flow.message : ""}`)] : null,
+      task ? [h("dt", {}, "Task"), h("dd", {}, `${live ? "open for " + duration(since(flow.startedAt)) : "ran " + duration(Date.parse(flow.updatedAt) - Date.parse(flow.startedAt))}${flow.message ? " · " + flow.message : ""}`)] : null,
       h("dt", {}, "Tenant"), h("dd", {}, flow.tenant),
       h("dt", {}, "Principal"), h("dd", {}, p ? `${p.subject || "(machine)"} @ ${p.issuer}` : "public (no principal)"),
       h("dt", {}, "Client"), h("dd", {}, `${flow.client?.name || "unnamed"} ${flow.client?.version || ""} · protocol ${flow.era}${p?.client ? " · OAuth client " + p.client : ""}`),

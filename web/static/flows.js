@@ -99,8 +99,8 @@ export default async function flowsPage(ctx) {
 
   const table = h("table", { class: "grid", "aria-label": "Flows" },
     h("colgroup", {},
-      h("col", { style: "width:158px" }), h("col", { style: "width:110px" }), h("col", {}), h("col", { style: "width:17%" }),
-      h("col", { style: "width:13%" }), h("col", { style: "width:64px" }), h("col", { style: "width:120px" }),
+      h("col", { style: "width:158px" }), h("col", { style: "width:110px" }), h("col", {}), h("col", { style: "width:14%" }),
+      h("col", { style: "width:11%" }), h("col", { style: "width:64px" }), h("col", { style: "width:120px" }),
       h("col", { style: "width:84px" }), h("col", { style: "width:92px" }), h("col", { style: "width:110px" }), h("col", { style: "width:64px" })),
     h("thead", {}, h("tr", {},
       h("th", { scope: "col" }, "State"), h("th", { scope: "col" }, "Tenant"), h("th", { scope: "col" }, "Target"),
@@ -126,9 +126,10 @@ export default async function flowsPage(ctx) {
     return [
       h("td", {}, stateBadge(flow.state)),
       h("td", { title: flow.tenant }, flow.tenant),
+      // A task says so first, so a narrow column never cuts the tag off.
       h("td", { title: flow.method + " " + flow.target + (flow.message ? " · " + flow.message : "") },
-        h("span", { class: "sub" }, flow.method.split("/")[0] + " "), flow.target,
-        task ? [" ", h("span", { class: "kind", title: "a task: long work its backend reports on" }, "task")] : null,
+        task ? h("span", { class: "kind", title: "a task: long work its backend reports on" }, "task") : h("span", { class: "sub" }, flow.method.split("/")[0] + " "),
+        flow.target,
         task && flow.message ? h("span", { class: "sub" }, " " + flow.message) : null),
       h("td", { title: p ? `${p.subject || "(machine)"} @ ${p.issuer} via ${p.client}` : "public: no principal" },
         p ? [p.subject || "(machine)", h("span", { class: "sub" }, " @" + shortIssuer(p.issuer))] : h("span", { class: "sub" }, "public")),

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -20,18 +19,11 @@ var timestamp = regexp.MustCompile(`-\d{4}-\d\d-\d\dT[\d-]+Z$`)
 // is printed with its checks, and any failed check of any scenario,
 // scored or not, fails the run.
 func runLegacy(node, cli string, verbose bool, keep string) int {
-	r, err := newRunner(verbose, keep)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	r, platformURL := serverRun(verbose, keep)
+	if r == nil {
 		return 1
 	}
 	defer r.close()
-	platformURL, stop, err := start(r.work)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "conformance: start:", err)
-		return 1
-	}
-	defer stop()
 	endpoint := platformURL + "/t/conformance/mcp"
 	log, runErr := exec.Command(node, cli, "server", "--url", endpoint, "--requirements", "2025-11-25", "-o", r.out).CombinedOutput()
 

@@ -59,6 +59,7 @@ type runner struct {
 	work, out             string
 	verbose               bool
 	passed, failed, skips int
+	stop                  func() // the platform under test, when started
 }
 
 // newRunner makes a run's work folder; results go under keep when set
@@ -75,7 +76,31 @@ func newRunner(verbose bool, keep string) (*runner, error) {
 	return r, nil
 }
 
-func (r *runner) close() { os.RemoveAll(r.work) }
+func (r *runner) close() {
+	if r.stop != nil {
+		r.stop()
+	}
+	os.RemoveAll(r.work)
+}
+
+// serverRun starts a run of server scenarios and the platform under
+// test, and returns the run (close stops the platform too) and the
+// platform's URL; nil, after saying why, when either fails.
+func serverRun(verbose bool, keep string) (*runner, string) {
+	r, err := newRunner(verbose, keep)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return nil, ""
+	}
+	platformURL, stop, err := start(r.work)
+	if err != nil {
+		r.close()
+		fmt.Fprintln(os.Stderr, "conformance: start:", err)
+		return nil, ""
+	}
+	r.stop = stop
+	return r, platformURL
+}
 
 // judge reads the checks the suite wrote under dir and prints the
 // scenario's line: it passes with checks, no failure and a clean exit
@@ -149,18 +174,11 @@ func (r *runner) summary(suffix string) int {
 // run runs the 2026-07-28 server scenarios against the conformance
 // tenant.
 func run(node, cli string, mrtrOnly, tasksOnly bool, only string, verbose bool, keep string) int {
-	r, err := newRunner(verbose, keep)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	r, platformURL := serverRun(verbose, keep)
+	if r == nil {
 		return 1
 	}
 	defer r.close()
-	platformURL, stop, err := start(r.work)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "conformance: start:", err)
-		return 1
-	}
-	defer stop()
 	endpoint := platformURL + "/t/conformance/mcp"
 
 	scenarios := append(append(append([]string{}, conformance.ServerScenarios...), conformance.MRTRScenarios...), conformance.TaskScenarios...)
