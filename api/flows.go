@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -33,6 +34,8 @@ func (s *Server) registerFlows(v1 gin.IRouter) {
 	v1.GET("/flows/stream", s.streamFlows)
 	v1.GET("/overview", s.overview)
 	v1.POST("/flows/cancel", s.cancelFlows)
+	v1.GET("/flows/:flow", s.getFlow)
+	v1.POST("/flows/:flow/cancel", s.cancelFlow)
 	v1.GET("/tenants/:slug/flows", s.listFlows)
 	v1.GET("/tenants/:slug/flows/:flow", s.getFlow)
 	v1.POST("/tenants/:slug/flows/:flow/cancel", s.cancelFlow)
@@ -63,9 +66,10 @@ type flowView struct {
 	ClientWaitMS   float64        `json:"clientWaitMs"`
 	CancelReason   string         `json:"cancelReason,omitempty"`
 	CancelledBy    string         `json:"cancelledBy,omitempty"`
-	// Kind is "task" for a task (the Tasks extension), absent for a
-	// multi-round flow; Message a task's last status message.
-	Kind    string `json:"kind,omitempty"`
+	CancelledAt    *time.Time     `json:"cancelledAt,omitempty"`
+	// Kind is call, flow, legacy or task; Message says in words what its
+	// latest change did (why it failed or was refused, a task's status).
+	Kind    string `json:"kind"`
 	Message string `json:"message,omitempty"`
 }
 
@@ -96,7 +100,10 @@ func (s *Server) viewFlow(f *record.Flow) flowView {
 		Era: f.Era, PendingKinds: []string{}, KeyID: f.KeyID, Replica: f.Replica, TraceID: f.TraceID,
 		TraceURL: s.traceURL(f.TraceID, ""), Detail: f.Detail, StartedAt: f.StartedAt.UTC(), UpdatedAt: f.UpdatedAt.UTC(),
 		WaitingSince: f.WaitingSince, StateExpiresAt: f.StateExpiresAt, ServerMS: float64(f.ServerUS) / 1000, ClientWaitMS: float64(f.ClientWaitUS) / 1000,
-		CancelReason: f.CancelReason, CancelledBy: f.CancelledBy, Kind: f.Kind, Message: f.Message,
+		CancelReason: f.CancelReason, CancelledBy: f.CancelledBy, CancelledAt: f.CancelledAt, Kind: f.Kind, Message: f.Message,
+	}
+	if v.Kind == "" {
+		v.Kind = record.KindFlow // recorded before kinds were
 	}
 	if f.PendingKinds != "" {
 		v.PendingKinds = strings.Split(f.PendingKinds, ",")
@@ -170,6 +177,21 @@ func (s *Server) flowFilter(c *gin.Context, get func(string) string) (record.Fil
 			f.States = append(f.States, st)
 		}
 	}
+	if v := get("kind"); v != "" {
+		for _, k := range strings.Split(v, ",") {
+			if !slices.Contains(record.Kinds, k) {
+				errs = append(errs, FieldError{"kind", fmt.Sprintf("%q is not a kind (%s)", k, strings.Join(record.Kinds, ", "))})
+				continue
+			}
+			f.Kinds = append(f.Kinds, k)
+		}
+	}
+	if v := get("q"); v != "" {
+		if len(v) > 200 || !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+			errs = append(errs, FieldError{"q", "must be text of at most 200 bytes"})
+		}
+		f.Prefix = v
+	}
 	f.Target, f.Method = get("target"), get("method")
 	f.Subject, f.Issuer, f.Client, f.KeyID = get("subject"), get("issuer"), get("client"), get("key")
 	if v := get("waitingLongerThan"); v != "" {
@@ -209,6 +231,24 @@ func (s *Server) flowFilter(c *gin.Context, get func(string) string) (record.Fil
 	return f, nil
 }
 
+// flowQuery are the query parameters of a flow listing: its filters
+// (flowFilter reads them) and its page. Any other is a 400, so a
+// misspelt filter is not read as no filter.
+var flowQuery = []string{"tenant", "state", "kind", "q", "target", "method", "subject", "issuer", "client", "key",
+	"waitingLongerThan", "minRounds", "since", "until", "sort", "limit", "cursor"}
+
+// unknownParams are the query parameters of c not in known.
+func unknownParams(c *gin.Context, known []string) []FieldError {
+	var errs []FieldError
+	for k := range c.Request.URL.Query() {
+		if !slices.Contains(known, k) {
+			errs = append(errs, FieldError{k, "is not a parameter of this route (" + strings.Join(known, ", ") + ")"})
+		}
+	}
+	slices.SortFunc(errs, func(a, b FieldError) int { return strings.Compare(a.Field, b.Field) })
+	return errs
+}
+
 // flowCursor encodes a listing position with its sort, so a cursor is
 // never read against another order.
 func encodeFlowCursor(sort record.Sort, c *record.Cursor) string {
@@ -217,7 +257,8 @@ func encodeFlowCursor(sort record.Sort, c *record.Cursor) string {
 		T time.Time `json:"t"`
 		R int       `json:"r"`
 		I string    `json:"i"`
-	}{string(sort), c.Time.UTC(), c.Rounds, c.ID})
+		W bool      `json:"w,omitempty"`
+	}{string(sort), c.Time.UTC(), c.Rounds, c.ID, c.Rest})
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
@@ -231,16 +272,21 @@ func decodeFlowCursor(sort record.Sort, raw string) (*record.Cursor, bool) {
 		T time.Time `json:"t"`
 		R int       `json:"r"`
 		I string    `json:"i"`
+		W bool      `json:"w"`
 	}
 	if json.Unmarshal(b, &v) != nil || v.S != string(sort) || v.I == "" {
 		return nil, false
 	}
-	return &record.Cursor{Time: v.T, Rounds: v.R, ID: v.I}, true
+	return &record.Cursor{Time: v.T, Rounds: v.R, ID: v.I, Rest: v.W}, true
 }
 
 // listFlows answers GET /flows and GET /tenants/{slug}/flows: one page,
 // and the counts per state of the whole selection.
 func (s *Server) listFlows(c *gin.Context) {
+	if errs := unknownParams(c, flowQuery); len(errs) > 0 {
+		writeProblem(c, probMalformed.with("unknown query parameters", errs...))
+		return
+	}
 	f, p := s.flowFilter(c, c.Query)
 	if p != nil {
 		writeProblem(c, p)
@@ -296,25 +342,66 @@ func (s *Server) listFlows(c *gin.Context) {
 	c.JSON(http.StatusOK, out)
 }
 
-// tenantFlow reads a flow of the route's tenant; another tenant's flow,
-// or one the record does not know, is 404.
-func (s *Server) tenantFlow(c *gin.Context) (*record.Flow, []record.Round, bool) {
-	f, rounds, err := s.opts.Record.Get(c.Request.Context(), c.Param("flow"))
-	if errors.Is(err, store.ErrNotFound) || (err == nil && f.TenantSlug != c.Param("slug")) {
-		writeProblem(c, probNotFound.with("flow \""+c.Param("flow")+"\": not found in the flow record of tenant \""+c.Param("slug")+"\""))
+// routeFlow reads the flow the route names, authorized by its tenant's
+// id, never a slug (a deleted tenant's slug may be another tenant's
+// now): under /tenants/{slug}, the flow must be of the tenant the slug
+// names now, which authorize resolved and checked; by id alone, the
+// caller must be allowed its tenant. Another tenant's flow, or one the
+// record does not know, is 404, alike.
+func (s *Server) routeFlow(c *gin.Context) (*record.Flow, []record.Round, bool) {
+	id := c.Param("flow")
+	notFound := func() (*record.Flow, []record.Round, bool) {
+		where := "the flow record"
+		if slug := c.Param("slug"); slug != "" {
+			where = "the flow record of tenant \"" + slug + "\""
+		}
+		writeProblem(c, probNotFound.with("flow \""+id+"\": not found in "+where))
 		return nil, nil, false
+	}
+	f, rounds, err := s.opts.Record.Get(c.Request.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound()
 	}
 	if err != nil {
 		s.storeProblem(c, err)
 		return nil, nil, false
 	}
+	if c.Param("slug") != "" {
+		if t := tenantOf(c); t == nil || t.ID != f.TenantID {
+			return notFound()
+		}
+		return f, rounds, true
+	}
+	a := c.MustGet("admin").(*Admin)
+	allowed, visible := a.may(c.Request.Method, f.TenantID)
+	if !visible {
+		return notFound()
+	}
+	if a.Role == RoleTenantAdmin {
+		// A grant names tenants by id; one deleted since grants nothing,
+		// its flows included.
+		live, err := s.opts.Tenants.SlugsByID(c.Request.Context(), []string{f.TenantID})
+		if err != nil {
+			s.storeProblem(c, err)
+			return nil, nil, false
+		}
+		if _, ok := live[f.TenantID]; !ok {
+			return notFound()
+		}
+	}
+	if !allowed {
+		writeProblem(c, probForbidden.with("your role ("+a.Role+") may not change this"))
+		return nil, nil, false
+	}
+	// The audit entry names the flow's tenant by its id.
+	c.Set("tenant", &store.Tenant{ID: f.TenantID, Slug: f.TenantSlug})
 	return f, rounds, true
 }
 
 // getFlow answers GET /tenants/{slug}/flows/{flow}: the flow and its
 // rounds.
 func (s *Server) getFlow(c *gin.Context) {
-	f, rounds, ok := s.tenantFlow(c)
+	f, rounds, ok := s.routeFlow(c)
 	if !ok {
 		return
 	}
@@ -354,7 +441,7 @@ func (s *Server) cancelFlow(c *gin.Context) {
 		writeProblem(c, probValidation.with("bad reason", FieldError{"reason", fmt.Sprintf("must be at most %d characters", maxReason)}))
 		return
 	}
-	f, _, ok := s.tenantFlow(c)
+	f, _, ok := s.routeFlow(c)
 	if !ok {
 		return
 	}
@@ -362,16 +449,27 @@ func (s *Server) cancelFlow(c *gin.Context) {
 		writeProblem(c, probConflict.with("flow \""+f.ID+"\" is "+f.State+": only a flow awaiting input or running can be cancelled"))
 		return
 	}
-	if _, err := s.opts.Flows.Cancel(c.Request.Context(), []record.Flow{*f}, req.Reason, adminOf(c)); err != nil {
+	if _, err := s.opts.Flows.Cancel(c.Request.Context(), []record.Flow{*f}, req.Reason, canceller(c)); err != nil {
 		s.storeProblem(c, err)
 		return
 	}
 	s.log.Info("flow cancelled", "tenant", f.TenantSlug, "flow", f.ID, "admin", adminOf(c))
-	f, _, ok = s.tenantFlow(c)
+	f, _, ok = s.routeFlow(c)
 	if !ok {
 		return
 	}
 	c.JSON(http.StatusOK, s.viewFlow(f))
+}
+
+// canceller is who cancels, as the record keeps it: the admin's name and
+// subject ("Ada Lovelace (https://id.example#ada)"), or the subject
+// alone for a token (which has no name).
+func canceller(c *gin.Context) string {
+	a := c.MustGet("admin").(*Admin)
+	if a.Name != "" {
+		return a.Name + " (" + a.Subject + ")"
+	}
+	return a.Subject
 }
 
 // bulkCancelRequest selects flows to cancel: the filter of GET /flows,
@@ -407,7 +505,7 @@ func (s *Server) cancelFlows(c *gin.Context) {
 	}
 	for k := range req.Filter {
 		switch k {
-		case "tenant", "target", "method", "subject", "issuer", "client", "key", "waitingLongerThan", "minRounds", "since", "until":
+		case "tenant", "target", "method", "subject", "issuer", "client", "key", "waitingLongerThan", "minRounds", "since", "until", "kind", "q":
 		default:
 			writeProblem(c, probValidation.with("bad filter", FieldError{"filter." + k, "is not a filter (state is implied: flows awaiting input or running)"}))
 			return
@@ -449,21 +547,66 @@ func (s *Server) cancelFlows(c *gin.Context) {
 		writeProblem(c, probConflict.with(fmt.Sprintf("the filter now selects %d flows; preview again and send that count as expect", len(matched))))
 		return
 	}
-	n, err := s.opts.Flows.Cancel(ctx, matched, req.Reason, adminOf(c))
+	n, err := s.opts.Flows.Cancel(ctx, matched, req.Reason, canceller(c))
 	if err != nil {
 		s.storeProblem(c, err)
 		return
 	}
-	a := c.MustGet("admin").(*Admin)
-	entry := store.AuditEntry{Actor: a.Subject, Action: "POST /api/v1/flows/cancel", TenantSlug: req.Filter["tenant"],
-		Object: "flows", RemoteAddr: c.ClientIP()}
-	detail := map[string]any{"matched": len(matched), "cancelled": n, "filter": req.Filter, "reason": req.Reason}
-	if err := s.opts.Audit.Write(context.WithoutCancel(ctx), entry, detail); err != nil {
-		s.log.Error("audit write failed", "action", entry.Action, "err", err)
-	}
+	s.auditBulkCancel(c, matched, n, req)
 	c.Set("audited", true)
 	s.log.Info("flows cancelled", "matched", len(matched), "cancelled", n, "admin", adminOf(c))
 	c.JSON(http.StatusOK, gin.H{"matched": len(matched), "cancelled": n})
+}
+
+// auditBulkCancel writes a bulk cancel's audit entries: one for every
+// tenant whose flows it selected, by id, so each tenant's audit log
+// shows what was done to it, with the filter, the reason and the count
+// of its own flows (and the whole action's).
+func (s *Server) auditBulkCancel(c *gin.Context, matched []record.Flow, cancelled int, req bulkCancelRequest) {
+	a := c.MustGet("admin").(*Admin)
+	type touched struct {
+		slug string
+		n    int
+	}
+	tenants := map[string]*touched{}
+	var ids []string
+	for _, f := range matched {
+		t := tenants[f.TenantID]
+		if t == nil {
+			t = &touched{slug: f.TenantSlug}
+			tenants[f.TenantID] = t
+			ids = append(ids, f.TenantID)
+		}
+		t.n++
+	}
+	slices.Sort(ids)
+	ctx := context.WithoutCancel(c.Request.Context())
+	for _, id := range ids {
+		t := tenants[id]
+		entry := store.AuditEntry{Actor: a.Subject, Action: "POST /api/v1/flows/cancel", TenantID: id, TenantSlug: t.slug,
+			Object: "flows", RemoteAddr: c.ClientIP()}
+		detail := map[string]any{"matched": t.n, "matchedAll": len(matched), "cancelledAll": cancelled, "tenants": len(ids),
+			"filter": req.Filter, "reason": req.Reason}
+		if err := s.opts.Audit.Write(ctx, entry, detail); err != nil {
+			s.log.Error("audit write failed", "action", entry.Action, "tenant_id", id, "err", err)
+		}
+	}
+	c.Set("audited", true)
+}
+
+// streamRecheck is how often a live stream checks that the credential
+// that opened it still stands (a signed-out session, a revoked or
+// expired token, a changed grant end it).
+const streamRecheck = 2 * time.Second
+
+// stillAdmin reports whether c's credential still authenticates the admin
+// that opened the stream, with the same role and tenants.
+func (s *Server) stillAdmin(c *gin.Context, opened *Admin) bool {
+	a, err := s.opts.Auth.Authenticate(c.Request)
+	if err != nil {
+		return false
+	}
+	return a.Subject == opened.Subject && a.Role == opened.Role && slices.Equal(a.TenantIDs, opened.TenantIDs)
 }
 
 // streamFlows answers GET /flows/stream: server-sent events of flow
@@ -524,10 +667,20 @@ func (s *Server) streamFlows(c *gin.Context) {
 	w.Flush()
 	keepAlive := time.NewTicker(15 * time.Second)
 	defer keepAlive.Stop()
+	recheck := time.NewTicker(streamRecheck)
+	defer recheck.Stop()
+	opened := c.MustGet("admin").(*Admin)
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-recheck.C:
+			if !s.stillAdmin(c, opened) {
+				// The client's EventSource reconnects, and is refused.
+				_, _ = w.Write([]byte("event: ended\ndata: {\"reason\":\"credential\"}\n\n"))
+				w.Flush()
+				return
+			}
 		case <-keepAlive.C:
 			if _, err := w.Write([]byte(": keep-alive\n\n")); err != nil {
 				return

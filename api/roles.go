@@ -467,8 +467,19 @@ func (s *Server) auditLog(c *gin.Context) {
 		s.storeProblem(c, err)
 		return
 	}
-	if entries == nil {
-		entries = []store.AuditEntry{}
+	// An entry's detail is non-secret facts about the action (the store
+	// holds writers to that): what a bulk action matched, which keys a
+	// rotation touched.
+	type entryView struct {
+		store.AuditEntry
+		Detail json.RawMessage `json:"detail,omitempty"`
 	}
-	c.JSON(http.StatusOK, gin.H{"items": entries})
+	items := make([]entryView, len(entries))
+	for i, e := range entries {
+		items[i] = entryView{AuditEntry: e}
+		if e.Detail != "" && e.Detail != "{}" && json.Valid([]byte(e.Detail)) {
+			items[i].Detail = json.RawMessage(e.Detail)
+		}
+	}
+	c.JSON(http.StatusOK, gin.H{"items": items})
 }

@@ -15,7 +15,8 @@
 //     one sealer per round, cancelled flows), the target found
 //     (targets.go), declared inputs gathered, and either the open
 //     questions asked under a newly sealed state or the webhook called
-//     (webhookclient.go);
+//     (webhookclient.go; what a failed delivery tells the operator,
+//     webhookcause.go);
 //   - exchange.go: the answer written, as JSON or as an event stream
 //     (jsonrpc.go: JSON-RPC errors, responses and server-sent events).
 //

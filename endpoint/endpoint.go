@@ -264,7 +264,14 @@ var ErrBadFlowID = errors.New("not a flow id")
 // state of the flow could still be valid. A flow that became a task has
 // its task cancelled too, and the task's backend told (by, an admin's
 // name, is who cancelled).
-func (e *Handler) CancelFlow(ctx context.Context, slug, flowID, by string) error {
+//
+// The flow is the tenant's with id tenantID; slug is how the record
+// last named it, used only to find the tenant's settings. A slug that
+// names another tenant now (the flow's was deleted, its slug taken)
+// touches nothing of that tenant: a deleted tenant's flows cannot go on
+// anywhere (their state is bound to its id), so there is nothing to
+// revoke.
+func (e *Handler) CancelFlow(ctx context.Context, tenantID, slug, flowID, by string) error {
 	if !mrtr.ValidFlowID(flowID) {
 		return ErrBadFlowID
 	}
@@ -272,12 +279,11 @@ func (e *Handler) CancelFlow(ctx context.Context, slug, flowID, by string) error
 	if err != nil {
 		return err
 	}
-	if s == nil {
-		return fmt.Errorf("tenant %q: %w", slug, store.ErrNotFound)
+	if s == nil || s.tenantID != tenantID {
+		return nil
 	}
 	expires := time.Now().Add(s.settings.StateTTL()*time.Duration(s.settings.Rounds()) + time.Minute)
-	tenantID, err := e.opts.Revocations.RevokeFlow(ctx, slug, flowID, expires)
-	if err != nil {
+	if err := e.opts.Revocations.RevokeFlow(ctx, tenantID, flowID, expires); err != nil {
 		return err
 	}
 	e.revoked.add(tenantID, flowID)
@@ -473,7 +479,7 @@ func (e *Handler) tenant(x *exchange, slug string) (*snapshot, bool) {
 		x.fail(newError(http.StatusNotFound, mcp.CodeInvalidRequest, "Unknown MCP endpoint", nil))
 		return nil, false
 	}
-	x.round.TenantID, x.round.Tenant = snap.tenantID, snap.slug
+	x.round.TenantID, x.round.Tenant, x.round.Settings = snap.tenantID, snap.slug, &snap.settings
 	return snap, true
 }
 
@@ -500,7 +506,10 @@ func (e *Handler) authenticate(x *exchange, s *snapshot) (*auth.Principal, bool)
 			reason = te.Reason
 		}
 		if reason != "missing" {
+			// A request without a token is how a client learns where to
+			// get one (the challenge below): not a refusal worth a record.
 			e.log.WarnContext(x.ctx, "bearer token refused", "tenant", s.slug, "reason", reason)
+			x.round.TokenRefused = reason
 		}
 		x.w.Header().Set("WWW-Authenticate", auth.Challenge(s.metadataURL, s.scopes))
 		x.fail(newError(http.StatusUnauthorized, mcp.CodeInvalidRequest, "Unauthorized: a valid bearer token for this endpoint is required", nil))

@@ -103,6 +103,7 @@ func (f *flowEngine) run(ctx context.Context, c *call, rd *Round, ev events) ans
 	if e != nil {
 		return failed(e)
 	}
+	rd.Actions = answerActions(responses)
 	t, a := findTarget(c)
 	if t == nil {
 		return a
@@ -163,7 +164,7 @@ func (f *flowEngine) delivered(ctx context.Context, sealer *roundSealer, c *call
 		if we.Class == "canceled" {
 			return answer{} // the client went away: nothing to answer
 		}
-		return webhookFailed(c, t, we)
+		return webhookFailed(c, t, rd, we)
 	}
 	if resp.Type == webhook.TypeAccepted {
 		return f.tasks.accepted(ctx, c, tk, resp.Message, rd)
@@ -171,7 +172,7 @@ func (f *flowEngine) delivered(ctx context.Context, sealer *roundSealer, c *call
 	if resp.Type == webhook.TypeInputRequired {
 		open, keys, e, err := webhookInputs(resp.InputRequests, c.caps, webhookKeyPrefix)
 		if err != nil {
-			return webhookFailed(c, t, &WebhookError{Class: "contract", Detail: err.Error()})
+			return webhookFailed(c, t, rd, &WebhookError{Class: "contract", Detail: err.Error()})
 		}
 		if e != nil {
 			return failed(e)
@@ -181,7 +182,7 @@ func (f *flowEngine) delivered(ctx context.Context, sealer *roundSealer, c *call
 	}
 	result, isError, err := completeResult(t.kind, resp.Result, c.snap.resultMeta)
 	if err != nil {
-		return webhookFailed(c, t, &WebhookError{Class: "contract", Detail: err.Error()})
+		return webhookFailed(c, t, rd, &WebhookError{Class: "contract", Detail: err.Error()})
 	}
 	if isError {
 		return toolFailed(result)
@@ -389,7 +390,7 @@ func (f *flowEngine) deliver(ctx context.Context, c *call, t *target, fl *flow, 
 	if err != nil {
 		var we *WebhookError
 		errors.As(err, &we)
-		call.Outcome, call.Failed = we.Class, true
+		call.Outcome, call.Failed, call.Detail = we.Class, true, we.Why()
 		f.log.WarnContext(ctx, "webhook failed", "tenant", c.snap.slug, "target", t.name, "class", we.Class,
 			"detail", we.Detail, "duration", call.Duration)
 		return nil, we
@@ -400,7 +401,11 @@ func (f *flowEngine) deliver(ctx context.Context, c *call, t *target, fl *flow, 
 
 // webhookFailed answers a failed delivery: a tool error result the model
 // can read for tools, an internal error naming the failure otherwise.
-func webhookFailed(c *call, t *target, we *WebhookError) answer {
+func webhookFailed(c *call, t *target, rd *Round, we *WebhookError) answer {
+	if w := rd.Webhook; w != nil && !w.Failed {
+		// The backend answered, outside the contract.
+		w.Outcome, w.Failed, w.Detail = we.Class, true, we.Why()
+	}
 	msg := fmt.Sprintf("The %s's backend failed (%s): %s", t.kind, we.Class, we.Detail)
 	if t.kind == webhook.KindTool {
 		return toolFailed(toolError(c.snap, msg))
@@ -513,6 +518,29 @@ func parseResponses(raw json.RawMessage) (map[string]json.RawMessage, *rpcError)
 		return nil, errInvalidParams(fmt.Sprintf("Invalid params: inputResponses holds %d answers; a request carries at most %d", len(m), maxInputResponses))
 	}
 	return m, nil
+}
+
+// answerActions is how each answer answered: an elicitation's action
+// (accept, decline, cancel), or "answered" for a sampling or roots
+// result. Only the action is read; the content is not kept.
+func answerActions(responses map[string]json.RawMessage) map[string]string {
+	if len(responses) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(responses))
+	for k, raw := range responses {
+		var a struct {
+			Action string `json:"action"`
+		}
+		_ = json.Unmarshal(raw, &a)
+		switch a.Action {
+		case "accept", "decline", "cancel":
+			out[k] = a.Action
+		default:
+			out[k] = "answered"
+		}
+	}
+	return out
 }
 
 // webhookInputs checks the input requests a webhook asked for and turns

@@ -227,7 +227,7 @@ func (b *bridged) next(c *call, prev *Round) {
 	x := b.x
 	rd := &Round{
 		Arrived: time.Now(), ClientAddr: prev.ClientAddr, ClientPort: prev.ClientPort, HTTPVersion: prev.HTTPVersion,
-		TenantID: prev.TenantID, Tenant: prev.Tenant, Method: prev.Method, RequestID: prev.RequestID,
+		TenantID: prev.TenantID, Tenant: prev.Tenant, Settings: prev.Settings, Method: prev.Method, RequestID: prev.RequestID,
 		Target: prev.Target, Registered: prev.Registered, ProtocolVersion: prev.ProtocolVersion, Era: prev.Era,
 		Client: prev.Client, Principal: prev.Principal, SessionID: prev.SessionID,
 		// Until the round opens the state, it continues the same flow

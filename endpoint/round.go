@@ -8,6 +8,7 @@ import (
 	"github.com/opsmcp/platform/auth"
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
+	"github.com/opsmcp/platform/tenant"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -60,6 +61,13 @@ type Round struct {
 	// Principal is the verified caller; nil on a public tenant and for
 	// requests refused before the token was checked.
 	Principal *auth.Principal
+	// TokenRefused is why the bearer token was refused ("expired",
+	// "audience", …, as auth.TokenError says); "" when it was not.
+	TokenRefused string
+	// Settings are the tenant's, as the snapshot that served the round
+	// had them (the record's sampling and content choices read them);
+	// nil before the tenant is known.
+	Settings *tenant.Settings
 
 	// Flow facts: set on every carrier request (tools/call, prompts/get,
 	// resources/read) that got as far as its state. A fresh call is round
@@ -108,6 +116,10 @@ type Round struct {
 	// Answers are the client's inputResponses as sent, set only for
 	// tenants that opted into recording them (settings.recordAnswers).
 	Answers map[string]json.RawMessage
+	// Actions are how the client answered each question it answered, by
+	// key: accept, decline or cancel for an elicitation, "answered" for
+	// the rest. Set on every round that carried answers; never content.
+	Actions map[string]string
 
 	// names of the request and flow spans, from the catalogue snapshot
 	// (only registered targets name spans).
@@ -167,6 +179,9 @@ type WebhookCall struct {
 	// Status is the backend's HTTP status, 0 when none came.
 	Status   int
 	Duration time.Duration
+	// Detail says why a failed delivery failed, for operators
+	// (WebhookError.Why): bounded, and free of the call's content.
+	Detail string
 }
 
 // RoundContent is what a round carried, recorded only for tenants that

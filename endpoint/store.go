@@ -23,7 +23,7 @@ type CatalogueStore interface {
 type RevocationStore interface {
 	ConsumeState(ctx context.Context, tenantID, flowID string, round int, expires time.Time) error
 	PruneConsumedStates(ctx context.Context, now time.Time) error
-	RevokeFlow(ctx context.Context, slug, flowID string, expires time.Time) (tenantID string, err error)
+	RevokeFlow(ctx context.Context, tenantID, flowID string, expires time.Time) error
 	RevokedFlows(ctx context.Context) ([]store.RevokedFlow, error)
 }
 

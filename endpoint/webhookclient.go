@@ -31,8 +31,22 @@ import (
 type WebhookError struct {
 	// Class is one of timeout, connect, refused_address, status,
 	// invalid_json, contract, oversize, canceled.
-	Class  string
+	Class string
+	// Detail is what the client is told (it names no address).
 	Detail string
+	// Cause is what the operator is told, in the flow record: the
+	// transport's own words ("connect: connection refused"), the
+	// status and the start of the body, where JSON broke. It is bounded,
+	// and holds no request content; "" means Detail says it all.
+	Cause string
+}
+
+// Why is the failure as an operator reads it.
+func (e *WebhookError) Why() string {
+	if e.Cause != "" {
+		return e.Cause
+	}
+	return e.Detail
 }
 
 func (e *WebhookError) Error() string { return "webhook " + e.Class + ": " + e.Detail }
@@ -180,8 +194,7 @@ func (c *webhookClient) post(ctx context.Context, url, secret string, timeout ti
 	*status = resp.StatusCode
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		return nil, &WebhookError{Class: "status", Detail: fmt.Sprintf("the backend answered HTTP %d", resp.StatusCode)}
+		return nil, statusError(resp)
 	}
 	limited := io.LimitReader(resp.Body, c.maxResponse+1)
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
@@ -262,15 +275,15 @@ func (c *webhookClient) notify(ctx context.Context, url, secret string, timeout 
 		span.SetStatus(codes.Error, we.Class)
 		return 0, we
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
+	defer resp.Body.Close()
 	if span.IsRecording() {
 		span.SetAttributes(telemetry.AttrHTTPStatus.Int(resp.StatusCode))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		span.SetStatus(codes.Error, "status")
-		return resp.StatusCode, &WebhookError{Class: "status", Detail: fmt.Sprintf("the backend answered HTTP %d", resp.StatusCode)}
+		return resp.StatusCode, statusError(resp)
 	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	return resp.StatusCode, nil
 }
 
@@ -284,7 +297,7 @@ func (c *webhookClient) readOne(ctx context.Context, r io.Reader, timeout time.D
 	}
 	var out webhook.Response
 	if err := json.Unmarshal(body, &out); err != nil {
-		return nil, &WebhookError{Class: "invalid_json", Detail: "the answer is not a JSON object of the webhook contract"}
+		return nil, &WebhookError{Class: "invalid_json", Detail: "the answer is not a JSON object of the webhook contract", Cause: jsonCause(err, 0)}
 	}
 	return &out, nil
 }
@@ -304,7 +317,8 @@ func (c *webhookClient) readStream(ctx context.Context, r io.Reader, sink stream
 		}
 		var ev webhook.Event
 		if err := json.Unmarshal(line, &ev); err != nil {
-			return nil, &WebhookError{Class: "invalid_json", Detail: "a streamed line is not a JSON event"}
+			return nil, &WebhookError{Class: "invalid_json", Detail: "a streamed line is not a JSON event",
+				Cause: jsonCause(err, read-int64(len(line))-1)}
 		}
 		switch ev.Type {
 		case "progress":
@@ -365,13 +379,18 @@ func classify(ctx context.Context, err error, timeout time.Duration) error {
 	case errors.Is(err, egress.ErrRefused):
 		return &WebhookError{Class: "refused_address", Detail: "the webhook URL resolves to a private, loopback or link-local address, which this platform does not call"}
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return &WebhookError{Class: "timeout", Detail: fmt.Sprintf("no complete answer within %s", timeout)}
+		return timeoutError(timeout)
 	case errors.Is(ctx.Err(), context.Canceled):
 		return &WebhookError{Class: "canceled", Detail: "the client went away"}
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		return &WebhookError{Class: "timeout", Detail: fmt.Sprintf("no complete answer within %s", timeout)}
+		return timeoutError(timeout)
 	}
-	return &WebhookError{Class: "connect", Detail: "the backend could not be reached"}
+	return &WebhookError{Class: "connect", Detail: "the backend could not be reached", Cause: connectCause(err)}
+}
+
+func timeoutError(timeout time.Duration) *WebhookError {
+	return &WebhookError{Class: "timeout", Detail: fmt.Sprintf("no complete answer within %s", timeout),
+		Cause: "timeout after " + timeout.String()}
 }

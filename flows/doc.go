@@ -1,7 +1,10 @@
-// Package flows keeps the fleet-wide record of multi-round flows: every
-// round of every flow, written by the replica that served it, and each
-// flow's state derived from its rounds (awaiting input, running,
-// completed, failed, cancelled, expired, rejected).
+// Package flows keeps the fleet-wide record of calls: every tools/call,
+// prompts/get and resources/read, as a call answered at once, a
+// multi-round flow (bridged onto a legacy session or not) or a task,
+// every round of each written by the replica that served it, and each
+// one's state derived from its rounds (awaiting input, running,
+// completed, failed, cancelled, expired, rejected) with why it failed
+// or was refused, in words (causes.go).
 //
 // The Recorder (recorder.go) is an endpoint.RoundSink: rounds go into a
 // bounded queue and are written in batches, so serving never waits on
@@ -15,5 +18,7 @@
 //
 // The record's tables, and how a round is encoded and a batch written,
 // are package store/record's; this package reaches them through Store
-// (store.go), and decides what of a round is recorded (record.go).
+// (store.go), and decides what of a round is recorded (record.go): every
+// call's, but refusals only within a budget per tenant a minute, and
+// successful one-round calls as the tenant samples them.
 package flows

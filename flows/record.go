@@ -44,18 +44,51 @@ type urlQuestion struct {
 	URL             string          `json:"url"`
 }
 
-// recorded reports whether the record keeps rd: a round of a
-// multi-round flow, a call answered with a task, or a refused state that
-// names its flow.
-func recorded(rd *endpoint.Round, running bool) bool {
-	if rd.FlowID == "" || rd.Tenant == "" {
-		return false
+// recordKind is the kind of call rd is as the record keeps it, or ""
+// when the record does not keep it: every tools/call, prompts/get and
+// resources/read of a known tenant that got as far as its flow (and
+// every refused token, whatever it was sent for); not lists, pings or
+// tasks/get polls, which metrics count.
+func recordKind(rd *endpoint.Round, running bool) string {
+	switch {
+	case rd.Tenant == "":
+		return ""
+	case rd.TokenRefused != "":
+		return record.KindCall
+	case rd.FlowID == "" && rd.StateIn.Outcome != endpoint.StateRejected:
+		return ""
+	case rd.ResultType == mcp.ResultTypeTask:
+		return record.KindTask
+	case !running && !carrier(rd.Method):
+		return ""
+	case running || rd.InFlow() || rd.StateIn.Outcome != "":
+		if rd.Era != endpoint.EraStateless {
+			return record.KindLegacy
+		}
+		return record.KindFlow
 	}
-	return running || rd.StateIn.Outcome == endpoint.StateRejected || rd.InFlow() || rd.ResultType == mcp.ResultTypeTask
+	return record.KindCall
+}
+
+// carrier reports whether method is one the record keeps each call of.
+func carrier(method string) bool {
+	return method == mcp.MethodToolsCall || method == mcp.MethodPromptsGet || method == mcp.MethodResourcesRead
+}
+
+// refused reports whether rd was refused before it ran: its token or
+// its state. The record keeps a tenant's refusals within a budget.
+func refused(rd *endpoint.Round) bool {
+	return rd.TokenRefused != "" || rd.StateIn.Outcome == endpoint.StateRejected
+}
+
+// failed reports whether rd did not succeed: an error, a tool error, a
+// failed delivery, no answer. Failures are never sampled out.
+func failed(rd *endpoint.Round) bool {
+	return rd.ErrorCode != 0 || rd.ToolError || !rd.Answered || (rd.Webhook != nil && rd.Webhook.Failed)
 }
 
 // write fills w, a zero RoundWrite, with what the record stores of rd,
-// a round the record keeps (see recorded). The round's documents are
+// a round the record keeps (see recordKind; the caller sets the kind). The round's documents are
 // written into *docs, space the caller reuses; w points into it and into
 // rd, so it is encoded before either changes. w is filled in place: a
 // RoundWrite is most of a kilobyte, copied twice over when built and
@@ -82,9 +115,6 @@ func write(w *record.RoundWrite, rd *endpoint.Round, replica string, running boo
 		f.KeyID = rd.StateOut.KeyID
 	}
 	f.State, f.Detail = flowState(rd, running)
-	if rd.ResultType == mcp.ResultTypeTask {
-		f.Kind = record.KindTask
-	}
 	if f.State == record.AwaitingInput {
 		f.WaitingSince = &rd.Ended
 		if !rd.StateOut.Expires.IsZero() {
@@ -92,13 +122,14 @@ func write(w *record.RoundWrite, rd *endpoint.Round, replica string, running boo
 		}
 		f.PendingKinds = pendingKinds(rd.Asked)
 	}
-	r.N = rd.Number
+	r.N = max(rd.Number, 1)
 	if running {
 		return
 	}
+	f.Message = cause(rd, f.State, f.Detail)
 	r.ArrivedAt, r.EndedAt = rd.Arrived, rd.Ended
 	r.ServerUS = rd.Ended.Sub(rd.Arrived).Microseconds()
-	r.ResultType, r.ErrorClass = rd.ResultType, f.Detail
+	r.ResultType, r.ErrorClass, r.Cause = rd.ResultType, f.Detail, f.Message
 	r.StateIn, r.KeyIn, r.KeyOut = rd.StateIn.Outcome, rd.StateIn.KeyID, rd.StateOut.KeyID
 	r.Replica, r.TraceID, r.SpanID = replica, f.TraceID, spanID
 	if !rd.PreviousEnded.IsZero() {
@@ -108,9 +139,33 @@ func write(w *record.RoundWrite, rd *endpoint.Round, replica string, running boo
 		r.StateExpiresAt = &rd.StateOut.Expires
 	}
 	*docs, r.Asked, r.Principal, r.Client, r.Webhook = roundDocuments((*docs)[:0], rd)
-	if len(rd.Answers) > 0 {
+	switch {
+	case len(rd.Answers) > 0:
 		r.Answers = jsonRaw(rd.Answers)
+	case len(rd.Actions) > 0:
+		r.Answers = appendActions(nil, rd.Actions)
 	}
+}
+
+// appendActions appends how each question was answered, never with what,
+// as the answers document of a tenant that does not record content:
+// {"key": {"action": "decline"}, …}, in key order.
+func appendActions(b []byte, actions map[string]string) []byte {
+	keys := make([]string, 0, len(actions))
+	for k := range actions {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsontext.AppendString(b, k)
+		b = jsontext.AppendString(append(b, `:{"action":`...), actions[k])
+		b = append(b, '}')
+	}
+	return append(b, '}')
 }
 
 // flowState is the state a round leaves its flow in, and the error or
@@ -119,8 +174,12 @@ func flowState(rd *endpoint.Round, running bool) (state, detail string) {
 	switch {
 	case running:
 		return record.Running, ""
+	case rd.TokenRefused != "":
+		return record.Rejected, "token_" + rd.TokenRefused
 	case rd.StateIn.Outcome == endpoint.StateRejected:
 		return record.Rejected, rd.StateIn.Reason
+	case rd.Webhook != nil && rd.Webhook.Failed && rd.Answered:
+		return record.Failed, "webhook_" + rd.Webhook.Outcome
 	case rd.ErrorCode != 0:
 		return record.Failed, strconv.Itoa(rd.ErrorCode)
 	case rd.ResultType == mcp.ResultTypeInputRequired:
@@ -196,6 +255,9 @@ func roundDocuments(b []byte, rd *endpoint.Round) (_ []byte, asked, principal, c
 			b = strconv.AppendInt(append(b, `,"status":`...), int64(wh.Status), 10)
 		}
 		b = strconv.AppendInt(append(b, `,"durationMs":`...), wh.Duration.Milliseconds(), 10)
+		if wh.Detail != "" {
+			b = jsontext.AppendString(append(b, `,"detail":`...), bounded.String(wh.Detail, maxCause))
+		}
 		b = append(b, '}')
 		webhook = part(start)
 	}

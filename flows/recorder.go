@@ -3,12 +3,15 @@ package flows
 import (
 	"context"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/opsmcp/platform/endpoint"
+	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/store/record"
+	"github.com/opsmcp/platform/telemetry"
 )
 
 // Options configures a Recorder.
@@ -18,8 +21,20 @@ type Options struct {
 	// Replica names this replica in the record.
 	Replica string
 	// Retention is how long a flow that no longer changes is kept
-	// (default 7 days).
+	// (default 7 days), unless its tenant set its own (Retentions).
 	Retention time.Duration
+	// Retentions reads the tenants that set their own retention, by
+	// tenant id; nil, none did.
+	Retentions func(ctx context.Context) (map[string]time.Duration, error)
+	// CallSample is the share of successful one-round calls recorded for
+	// tenants that did not set their own (tenant.Settings.CallSample);
+	// nil, every one. Failures and refusals are never sampled out.
+	CallSample *float64
+	// RefusalsPerMinute bounds the refused requests (bad tokens, bad
+	// states) recorded per tenant per minute (default 120; negative:
+	// none); the rest are counted (Unrecorded), not written, so a flood
+	// of bad tokens is not a flood of writes.
+	RefusalsPerMinute int
 	// QueueSize bounds the rounds waiting to be written (default 10000);
 	// a full queue drops rounds rather than hold up serving.
 	QueueSize int
@@ -44,7 +59,14 @@ type Options struct {
 	// Dropped is told of rounds dropped (a full queue, a failed write),
 	// as they are dropped: a metric.
 	Dropped func(n int64)
+	// Unrecorded is told of each call left out on purpose, by tenant and
+	// why (telemetry.UnrecordedSampled, UnrecordedRefusals): a metric.
+	Unrecorded func(tenant, reason string)
 }
+
+// DefaultRefusalsPerMinute is how many refused requests of one tenant
+// the record keeps a minute, unless the operator says otherwise.
+const DefaultRefusalsPerMinute = 120
 
 // DefaultRetention is how long the record keeps a flow that no longer
 // changes.
@@ -64,6 +86,8 @@ type Recorder struct {
 	full    chan struct{} // fullAt rounds are queued
 	fullAt  int           // a batch's worth, or half the queue if less
 	dropped atomic.Int64
+	sample  float64
+	refused refusalBudget
 
 	stop context.CancelFunc
 	done chan struct{}
@@ -90,6 +114,9 @@ func NewRecorder(ctx context.Context, opts Options) *Recorder {
 	if opts.RetryFor <= 0 {
 		opts.RetryFor = 30 * time.Second
 	}
+	if opts.RefusalsPerMinute == 0 {
+		opts.RefusalsPerMinute = DefaultRefusalsPerMinute
+	}
 	r := &Recorder{
 		opts:   opts,
 		log:    opts.Logger,
@@ -98,7 +125,12 @@ func NewRecorder(ctx context.Context, opts Options) *Recorder {
 		full:   make(chan struct{}, 1),
 		fullAt: max(min(opts.BatchSize, opts.QueueSize/2), 1),
 		done:   make(chan struct{}),
+		sample: 1,
 	}
+	if opts.CallSample != nil {
+		r.sample = *opts.CallSample
+	}
+	r.refused.limit = opts.RefusalsPerMinute
 	ctx, r.stop = context.WithCancel(context.WithoutCancel(ctx))
 	go r.run(ctx)
 	return r
@@ -156,9 +188,19 @@ func (r *Recorder) Running(_ context.Context, rd *endpoint.Round) {
 }
 
 func (r *Recorder) enqueue(rd *endpoint.Round, running bool) {
-	// Most requests are no flow's (lists, one-round calls): they cost a
-	// check, and a full queue is no drop of theirs.
-	if !recorded(rd, running) {
+	// Lists, pings and polls cost a check, and a full queue is no drop
+	// of theirs.
+	kind := recordKind(rd, running)
+	switch {
+	case kind == "":
+		return
+	case refused(rd):
+		if !r.refused.take(rd.TenantID) {
+			r.unrecorded(rd.Tenant, telemetry.UnrecordedRefusals)
+			return
+		}
+	case kind == record.KindCall && !failed(rd) && r.sampledOut(rd):
+		r.unrecorded(rd.Tenant, telemetry.UnrecordedSampled)
 		return
 	}
 	if len(r.queue) == cap(r.queue) {
@@ -168,8 +210,62 @@ func (r *Recorder) enqueue(rd *endpoint.Round, running bool) {
 	rec := r.take()
 	var w record.RoundWrite
 	write(&w, rd, r.opts.Replica, running, &rec.docs)
+	w.Flow.Kind = kind
+	if w.Flow.ID == "" {
+		w.Flow.ID = mrtr.NewFlowID() // a refusal that names no flow is a call of its own
+	}
 	rec.b = record.EncodeRound(rec.b, &w)
 	r.push(rec)
+}
+
+// sampledOut reports whether a successful one-round call of rd's tenant
+// is left out of the record, by the tenant's sampling (or the
+// operator's).
+func (r *Recorder) sampledOut(rd *endpoint.Round) bool {
+	p := r.sample
+	if rd.Settings != nil {
+		p = rd.Settings.CallSample(p)
+	}
+	return p < 1 && rand.Float64() >= p
+}
+
+func (r *Recorder) unrecorded(tenant, reason string) {
+	if r.opts.Unrecorded != nil {
+		r.opts.Unrecorded(tenant, reason)
+	}
+}
+
+// refusalBudget counts each tenant's refused requests recorded this
+// minute. The run loop starts a new minute (reset); only refusals take
+// the lock.
+type refusalBudget struct {
+	limit int
+	mu    sync.Mutex
+	used  map[string]int
+}
+
+// take reports whether another refusal of the tenant may be recorded
+// this minute, and counts it.
+func (b *refusalBudget) take(tenantID string) bool {
+	if b.limit < 0 {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used == nil {
+		b.used = map[string]int{}
+	}
+	if b.used[tenantID] >= b.limit {
+		return false
+	}
+	b.used[tenantID]++
+	return true
+}
+
+func (b *refusalBudget) reset() {
+	b.mu.Lock()
+	b.used = nil
+	b.mu.Unlock()
 }
 
 // TaskEvent implements endpoint.TaskSink: the event is a round of the
@@ -297,6 +393,7 @@ func (r *Recorder) run(ctx context.Context) {
 			r.pruneOnce(ctx)
 		case <-report.C:
 			r.reportDrops()
+			r.refused.reset()
 		}
 	}
 }
@@ -383,7 +480,23 @@ func (r *Recorder) expireOnce(ctx context.Context) {
 
 func (r *Recorder) pruneOnce(ctx context.Context) {
 	now := time.Now()
-	n, err := r.opts.Store.Prune(ctx, now.Add(-r.opts.Retention))
+	var own map[string]time.Time
+	if r.opts.Retentions != nil {
+		kept, err := r.opts.Retentions(ctx)
+		if err != nil {
+			// Pruning by the default alone could delete what a tenant
+			// keeps longer: wait for the next prune.
+			if ctx.Err() == nil {
+				r.log.Warn("reading tenants' record retention failed; the record is pruned later", "err", err)
+			}
+			return
+		}
+		own = make(map[string]time.Time, len(kept))
+		for id, d := range kept {
+			own[id] = now.Add(-d)
+		}
+	}
+	n, err := r.opts.Store.Prune(ctx, now.Add(-r.opts.Retention), own)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.log.Warn("pruning the flow record failed", "err", err)

@@ -10,10 +10,11 @@ import (
 )
 
 // Revoker refuses a flow's next round on every replica, and cancels the
-// task a flow became (the MCP endpoint's cancellation); by is who
-// cancelled.
+// task a flow became (the MCP endpoint's cancellation). The flow is the
+// tenant's with id tenantID, which slug named when it was recorded; by
+// is who cancelled.
 type Revoker interface {
-	CancelFlow(ctx context.Context, slug, flowID, by string) error
+	CancelFlow(ctx context.Context, tenantID, slug, flowID, by string) error
 }
 
 // Service is what the admin API does with flows beyond reading the
@@ -37,7 +38,7 @@ func (s *Service) Cancel(ctx context.Context, flows []record.Flow, reason, by st
 		if f.State != record.AwaitingInput && f.State != record.Running {
 			continue
 		}
-		if err := s.Revoker.CancelFlow(ctx, f.TenantSlug, f.ID, by); err != nil {
+		if err := s.Revoker.CancelFlow(ctx, f.TenantID, f.TenantSlug, f.ID, by); err != nil {
 			return 0, fmt.Errorf("revoke flow %s: %w", f.ID, err)
 		}
 		ids = append(ids, f.ID)

@@ -14,7 +14,9 @@ type Store interface {
 	WriteEncoded(ctx context.Context, recs [][]byte) (int, error)
 	Ping(ctx context.Context) error
 	Expire(ctx context.Context, now time.Time) ([]record.Change, error)
-	Prune(ctx context.Context, before time.Time) (int64, error)
+	// Prune deletes flows unchanged since before, or since own[tenant id]
+	// for the tenants that keep theirs for a time of their own.
+	Prune(ctx context.Context, before time.Time, own map[string]time.Time) (int64, error)
 	Cancel(ctx context.Context, ids []string, reason, by string) ([]record.Change, error)
 	CountAwaiting(ctx context.Context) (map[string]int64, error)
 	// Notify and Listen tell and hear of committed changes across

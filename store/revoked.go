@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
 
@@ -20,18 +19,14 @@ type RevokedFlow struct {
 // TableName is the revoked_flows table.
 func (RevokedFlow) TableName() string { return "revoked_flows" }
 
-// RevokeFlow records that a tenant's flow is cancelled until expires.
-// Revoking twice is not an error.
-func (s Revocations) RevokeFlow(ctx context.Context, slug, flowID string, expires time.Time) (tenantID string, err error) {
-	err = s.withTenant(ctx, slug, false, func(tx *gorm.DB, t *Tenant) error {
-		tenantID = t.ID
-		row := RevokedFlow{FlowID: flowID, TenantID: t.ID, RevokedAt: time.Now().UTC(), ExpiresAt: expires.UTC()}
-		return tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error
-	})
-	if err != nil {
-		return "", fmt.Errorf("revoke flow: %w", err)
+// RevokeFlow records that a flow of the tenant with id tenantID is
+// cancelled until expires. Revoking twice is not an error.
+func (s Revocations) RevokeFlow(ctx context.Context, tenantID, flowID string, expires time.Time) error {
+	row := RevokedFlow{FlowID: flowID, TenantID: tenantID, RevokedAt: time.Now().UTC(), ExpiresAt: expires.UTC()}
+	if err := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; err != nil {
+		return fmt.Errorf("revoke flow: %w", err)
 	}
-	return tenantID, nil
+	return nil
 }
 
 // RevokedFlows lists revocations still in force, and deletes expired ones.

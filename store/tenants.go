@@ -265,3 +265,21 @@ func (s Tenants) Settings(ctx context.Context, tenantID string) (string, error) 
 	}
 	return settings[0], nil
 }
+
+// SettingsMentioning reads the settings documents that mention key, by
+// tenant id: the few tenants that set a rare setting, found without
+// reading every tenant's (package tenant parses them; a document that
+// mentions key only in a value is read and parsed all the same).
+func (s Tenants) SettingsMentioning(ctx context.Context, key string) (map[string]string, error) {
+	var rows []struct{ ID, Settings string }
+	err := s.db.WithContext(ctx).Model(&Tenant{}).Select("id, settings").
+		Where("settings LIKE ?", "%"+`"`+key+`"`+"%").Scan(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("read tenant settings: %w", err)
+	}
+	out := make(map[string]string, len(rows))
+	for _, r := range rows {
+		out[r.ID] = r.Settings
+	}
+	return out, nil
+}

@@ -164,6 +164,8 @@ func (k setKey) build() []attribute.KeyValue {
 		return []attribute.KeyValue{AttrTenant.String(k.a), AttrWebhookKind.String(k.b), AttrWebhookClass.String(k.c)}
 	case instTaskEvent: // tenant, kind
 		return []attribute.KeyValue{AttrTenant.String(k.a), AttrTaskEvent.String(k.b)}
+	case instUnrecorded: // tenant, reason
+		return []attribute.KeyValue{AttrTenant.String(k.a), AttrUnrecordedReason.String(k.b)}
 	}
 	return nil
 }
@@ -176,6 +178,7 @@ const (
 	instWebhook
 	instWebhookFailure
 	instTaskEvent
+	instUnrecorded
 )
 
 // Operation records one MCP request's duration with the span's bounded

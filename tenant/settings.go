@@ -39,6 +39,15 @@ type Settings struct {
 	// may hold personal data, and without it the record keeps only the
 	// questions asked.
 	RecordAnswers bool `json:"recordAnswers,omitempty"`
+	// RecordCallSample is the share of successful one-round calls the
+	// flow record keeps, from 0 to 1; unset, the operator's default
+	// (--flow-record-sample, 1: every call). Failures, refusals and
+	// flows of more than one round are always recorded.
+	RecordCallSample *float64 `json:"recordCallSample,omitempty"`
+	// RecordRetentionHours is how long the flow record keeps the
+	// tenant's calls after their last change; 0, the operator's default
+	// (--flow-retention, 7 days).
+	RecordRetentionHours int `json:"recordRetentionHours,omitempty"`
 	// MaxLiveTasks bounds the tenant's live tasks (working or waiting on
 	// input), and MaxLiveTasksPerPrincipal those of one caller, so one
 	// caller cannot take the tenant's share. Defaults 1000 and 100; a
@@ -61,7 +70,29 @@ const (
 
 	DefaultMaxLiveTasks             = 1000
 	DefaultMaxLiveTasksPerPrincipal = 100
+
+	// MaxRecordRetentionHours bounds a tenant's record retention: 400
+	// days, a year's audit and then some.
+	MaxRecordRetentionHours = 400 * 24
 )
+
+// CallSample returns the share of successful one-round calls to record:
+// the tenant's, or else fallback (the operator's).
+func (s Settings) CallSample(fallback float64) float64 {
+	if s.RecordCallSample != nil {
+		return *s.RecordCallSample
+	}
+	return fallback
+}
+
+// RecordRetention returns how long the record keeps the tenant's calls:
+// the tenant's, or else fallback (the operator's).
+func (s Settings) RecordRetention(fallback time.Duration) time.Duration {
+	if s.RecordRetentionHours > 0 {
+		return time.Duration(s.RecordRetentionHours) * time.Hour
+	}
+	return fallback
+}
 
 // LiveTasks returns the effective bounds on live tasks: the tenant's,
 // and one principal's.
@@ -139,6 +170,12 @@ func (s Settings) Validate() []SettingsError {
 	}
 	if s.MaxLiveTasksPerPrincipal < 0 || s.MaxLiveTasksPerPrincipal > 1_000_000 {
 		bad("maxLiveTasksPerPrincipal", "must be between 1 and 1000000 (0 means the default %d)", DefaultMaxLiveTasksPerPrincipal)
+	}
+	if p := s.RecordCallSample; p != nil && !(*p >= 0 && *p <= 1) {
+		bad("recordCallSample", "must be between 0 and 1")
+	}
+	if s.RecordRetentionHours < 0 || s.RecordRetentionHours > MaxRecordRetentionHours {
+		bad("recordRetentionHours", "must be between 1 and %d (0 means the operator's --flow-retention)", MaxRecordRetentionHours)
 	}
 	if len(s.Instructions) > 16<<10 {
 		bad("instructions", "must be at most 16384 bytes")

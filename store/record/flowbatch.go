@@ -393,8 +393,8 @@ type batchMerge struct {
 // any before it takes over, so of rounds of one number the last); the
 // key and trace of the last round that took over and had one, else the
 // first's; the client of the last round that names one, and the kind of
-// the last that has one; the earliest start, the latest change, times
-// summed.
+// the last that has one (but a task's, once it is one); the earliest
+// start, the latest change, times summed.
 type mergedFlow struct {
 	first, newest, keyed, traced, named, kinded int32
 	rounds, lastRound                           int32 // its records with a round, a list through next
@@ -445,7 +445,9 @@ func (m *batchMerge) run(recs [][]byte) error {
 		if len(value(rec, ix[vClientName])) > 0 {
 			f.named = r
 		}
-		if len(value(rec, ix[vKind])) > 0 {
+		// A task stays a task: its later rounds, or a late one written
+		// before it became one, do not make it a flow again.
+		if len(value(rec, ix[vKind])) > 0 && string(value(recs[f.kinded], m.ix[f.kinded][vKind])) != KindTask {
 			f.kinded = r
 		}
 		f.serverUS += number(rec, ix[vServerUS])

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/opsmcp/platform/store/internal/sqldb"
 	"gorm.io/gorm"
@@ -23,10 +25,23 @@ const (
 	Rejected      = "rejected"       // its last round's state was refused
 )
 
-// KindTask is the kind of a flow that became a task (the Tasks
-// extension): its rounds are the MRTR rounds before the task, the round
-// that created it, then its lifecycle events.
-const KindTask = "task"
+// What a recorded call was. Every tools/call, prompts/get and
+// resources/read is recorded as one of these.
+const (
+	// KindCall is a call answered in the round that asked it.
+	KindCall = "call"
+	// KindFlow is a multi-round flow of the 2026-07-28 era.
+	KindFlow = "flow"
+	// KindLegacy is a multi-round flow bridged onto a legacy session.
+	KindLegacy = "legacy"
+	// KindTask is a flow that became a task (the Tasks extension): its
+	// rounds are the MRTR rounds before the task, the round that created
+	// it, then its lifecycle events.
+	KindTask = "task"
+)
+
+// Kinds lists every kind.
+var Kinds = []string{KindCall, KindFlow, KindLegacy, KindTask}
 
 // States lists every state, in the order the UI shows them.
 var States = []string{AwaitingInput, Running, Completed, Failed, Cancelled, Expired, Rejected}
@@ -62,12 +77,15 @@ type Flow struct {
 	StateExpiresAt *time.Time
 	ServerUS       int64 `gorm:"column:server_us"`
 	ClientWaitUS   int64 `gorm:"column:client_wait_us"`
-	// Kind is "" for a multi-round flow, KindTask for a task.
+	// Kind is KindCall, KindFlow, KindLegacy or KindTask (flows recorded
+	// before calls were have "" for a flow, read as KindFlow).
 	Kind string
-	// Message is a task's status message as its latest event left it.
+	// Message says in words what its latest change did: a task's status
+	// message, why it failed or was refused.
 	Message      string
 	CancelReason string
 	CancelledBy  string
+	CancelledAt  *time.Time
 	// Seq numbers the flow's latest change, in commit order across the
 	// fleet.
 	Seq int64
@@ -80,13 +98,15 @@ func (Flow) TableName() string { return "flows" }
 // Principal and Client are JSON documents the recorder writes and the API
 // passes through.
 type Round struct {
-	N              int             `json:"n"`
-	ArrivedAt      time.Time       `json:"arrivedAt"`
-	EndedAt        time.Time       `json:"endedAt"`
-	ServerUS       int64           `json:"serverUs"`
-	ClientWaitUS   int64           `json:"clientWaitUs"`
-	ResultType     string          `json:"resultType,omitempty"`
-	ErrorClass     string          `json:"errorClass,omitempty"`
+	N            int       `json:"n"`
+	ArrivedAt    time.Time `json:"arrivedAt"`
+	EndedAt      time.Time `json:"endedAt"`
+	ServerUS     int64     `json:"serverUs"`
+	ClientWaitUS int64     `json:"clientWaitUs"`
+	ResultType   string    `json:"resultType,omitempty"`
+	ErrorClass   string    `json:"errorClass,omitempty"`
+	// Cause says in words why the round failed or was refused.
+	Cause          string          `json:"cause,omitempty"`
 	StateIn        string          `json:"stateIn,omitempty"`
 	KeyIn          string          `json:"keyIn,omitempty"`
 	KeyOut         string          `json:"keyOut,omitempty"`
@@ -179,7 +199,7 @@ const flowUpsert = ` ON CONFLICT (id) DO UPDATE SET
 	state_expires_at = CASE WHEN ` + newer + ` THEN excluded.state_expires_at ELSE flows.state_expires_at END,
 	client_name = CASE WHEN excluded.client_name <> '' THEN excluded.client_name ELSE flows.client_name END,
 	client_version = CASE WHEN excluded.client_name <> '' THEN excluded.client_version ELSE flows.client_version END,
-	kind = CASE WHEN excluded.kind <> '' THEN excluded.kind ELSE flows.kind END,
+	kind = CASE WHEN flows.kind = 'task' OR excluded.kind = '' THEN flows.kind ELSE excluded.kind END,
 	message = CASE WHEN ` + newer + ` THEN excluded.message ELSE flows.message END,
 	rounds = CASE WHEN excluded.rounds > flows.rounds THEN excluded.rounds ELSE flows.rounds END,
 	started_at = CASE WHEN excluded.started_at < flows.started_at THEN excluded.started_at ELSE flows.started_at END,
@@ -245,6 +265,11 @@ type Filter struct {
 	Since, Until time.Time
 	// IDs selects flows by id.
 	IDs []string
+	// Kinds selects flows of these kinds (KindCall, …).
+	Kinds []string
+	// Prefix selects flows whose id, target, principal subject or client
+	// name starts with it (bytes, case-sensitive).
+	Prefix string
 }
 
 // Sort orders a flow listing.
@@ -254,7 +279,7 @@ type Sort string
 const (
 	SortUpdated Sort = "updated" // most recently changed first (default)
 	SortStarted Sort = "started" // most recently started first
-	SortWaiting Sort = "waiting" // longest waiting first
+	SortWaiting Sort = "waiting" // longest waiting first, then the rest by latest change
 	SortRounds  Sort = "rounds"  // most rounds first
 )
 
@@ -272,9 +297,12 @@ type Cursor struct {
 	Time   time.Time
 	Rounds int
 	ID     string
+	// Rest says a waiting listing is past the flows that wait, in the
+	// rest (Time is then a change's time).
+	Rest bool
 }
 
-func (f Filter) apply(db *gorm.DB, now time.Time) *gorm.DB {
+func (s *Record) apply(f Filter, db *gorm.DB, now time.Time) *gorm.DB {
 	if f.TenantIDs != nil {
 		if len(f.TenantIDs) == 0 {
 			return db.Where("1 = 0")
@@ -317,20 +345,92 @@ func (f Filter) apply(db *gorm.DB, now time.Time) *gorm.DB {
 	if len(f.IDs) > 0 {
 		db = db.Where("id IN ?", f.IDs)
 	}
+	if len(f.Kinds) > 0 {
+		kinds := f.Kinds
+		if slices.Contains(kinds, KindFlow) {
+			kinds = append(slices.Clip(kinds), "") // recorded before kinds were
+		}
+		db = db.Where("kind IN ?", kinds)
+	}
+	if f.Prefix != "" {
+		var or []string
+		var args []any
+		for _, col := range []string{"id", "target", "principal_subject", "client_name"} {
+			cond, a := s.prefixOf(col, f.Prefix)
+			or, args = append(or, cond), append(args, a...)
+		}
+		db = db.Where("("+strings.Join(or, " OR ")+")", args...)
+	}
 	return db
+}
+
+// prefixOf is a condition that col starts with prefix, as a range of
+// the column (which its index serves) checked exactly by substr.
+// PostgreSQL compares in byte order (COLLATE "C") whatever the
+// database's collation, so the range holds every match; its indexes
+// serve it when the database's collation is C too.
+func (s *Record) prefixOf(col, prefix string) (string, []any) {
+	c := col
+	if s.dialect == sqldb.Postgres {
+		c = col + ` COLLATE "C"`
+	}
+	cond := "(" + c + " >= ? AND substr(" + col + ", 1, ?) = ?"
+	args := []any{prefix, utf8.RuneCountInString(prefix), prefix}
+	if hi, ok := prefixEnd(prefix); ok {
+		cond += " AND " + c + " < ?"
+		args = append(args, hi)
+	}
+	return cond + ")", args
+}
+
+// prefixEnd is the least string greater than every string that starts
+// with p, in byte order: p with its last byte that can grow grown, and
+// what follows dropped (no such string for a p of only 0xFF bytes).
+func prefixEnd(p string) (string, bool) {
+	b := []byte(p)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] < 0xFF {
+			b[i]++
+			end := b[:i+1]
+			if !utf8.Valid(end) {
+				// A grown byte inside a rune: the bound is still a valid
+				// upper bound in byte order, but text must be valid
+				// UTF-8; step to the next whole rune instead.
+				return nextRune(p)
+			}
+			return string(end), true
+		}
+	}
+	return "", false
+}
+
+// nextRune is p with its last rune replaced by the next code point.
+func nextRune(p string) (string, bool) {
+	for len(p) > 0 {
+		r, size := utf8.DecodeLastRuneInString(p)
+		p = p[:len(p)-size]
+		if r < utf8.MaxRune {
+			next := r + 1
+			if next >= 0xD800 && next <= 0xDFFF {
+				next = 0xE000
+			}
+			return p + string(next), true
+		}
+	}
+	return "", false
 }
 
 // ListFlows returns one page of the flows f selects, in order sort, after
 // cursor (nil: from the start).
 func (s *Record) List(ctx context.Context, f Filter, sort Sort, after *Cursor, limit int) (*Page, error) {
-	db := f.apply(s.db.WithContext(ctx).Model(&Flow{}), time.Now())
+	if sort == SortWaiting {
+		return s.listWaiting(ctx, f, after, limit)
+	}
+	db := s.apply(f, s.db.WithContext(ctx).Model(&Flow{}), time.Now())
 	col, desc := "updated_at", true
 	switch sort {
 	case SortStarted:
 		col = "started_at"
-	case SortWaiting:
-		col, desc = "waiting_since", false
-		db = db.Where("waiting_since IS NOT NULL")
 	case SortRounds:
 		col = "rounds"
 	}
@@ -361,14 +461,52 @@ func (s *Record) List(ctx context.Context, f Filter, sort Sort, after *Cursor, l
 		switch sort {
 		case SortStarted:
 			c.Time = last.StartedAt
-		case SortWaiting:
-			if last.WaitingSince != nil {
-				c.Time = *last.WaitingSince
-			}
 		default:
 			c.Time = last.UpdatedAt
 		}
 		page.Next = c
+	}
+	return page, nil
+}
+
+// listWaiting is List by waiting time: the flows that wait, longest
+// first, then every other flow the filter selects, latest change first,
+// so that the order hides none of them.
+func (s *Record) listWaiting(ctx context.Context, f Filter, after *Cursor, limit int) (*Page, error) {
+	now := time.Now()
+	var out []Flow
+	if after == nil || !after.Rest {
+		db := s.apply(f, s.db.WithContext(ctx).Model(&Flow{}), now).Where("waiting_since IS NOT NULL")
+		if after != nil {
+			t := after.Time.UTC()
+			db = db.Where("(waiting_since > ? OR (waiting_since = ? AND id > ?))", t, t, after.ID)
+		}
+		if err := db.Order("waiting_since ASC").Order("id ASC").Limit(limit + 1).Find(&out).Error; err != nil {
+			return nil, fmt.Errorf("list flows: %w", err)
+		}
+		after = nil
+	}
+	if len(out) <= limit {
+		db := s.apply(f, s.db.WithContext(ctx).Model(&Flow{}), now).Where("waiting_since IS NULL")
+		if after != nil {
+			t := after.Time.UTC()
+			db = db.Where("(updated_at < ? OR (updated_at = ? AND id < ?))", t, t, after.ID)
+		}
+		var rest []Flow
+		if err := db.Order("updated_at DESC").Order("id DESC").Limit(limit + 1 - len(out)).Find(&rest).Error; err != nil {
+			return nil, fmt.Errorf("list flows: %w", err)
+		}
+		out = append(out, rest...)
+	}
+	page := &Page{Flows: out}
+	if len(out) > limit {
+		page.Flows = out[:limit]
+		last := out[limit-1]
+		if last.WaitingSince != nil {
+			page.Next = &Cursor{Time: *last.WaitingSince, ID: last.ID}
+		} else {
+			page.Next = &Cursor{Time: last.UpdatedAt, ID: last.ID, Rest: true}
+		}
 	}
 	return page, nil
 }
@@ -380,7 +518,7 @@ func (s *Record) Count(ctx context.Context, f Filter) (map[string]int64, error) 
 		State string
 		N     int64
 	}
-	db := f.apply(s.db.WithContext(ctx).Model(&Flow{}), time.Now())
+	db := s.apply(f, s.db.WithContext(ctx).Model(&Flow{}), time.Now())
 	if err := db.Select("state, COUNT(*) AS n").Group("state").Scan(&rows).Error; err != nil {
 		return nil, fmt.Errorf("count flows: %w", err)
 	}
@@ -397,7 +535,7 @@ func (s *Record) Count(ctx context.Context, f Filter) (map[string]int64, error) 
 // FlowIDs returns the ids of up to limit flows f selects.
 func (s *Record) IDs(ctx context.Context, f Filter, limit int) ([]Flow, error) {
 	var out []Flow
-	db := f.apply(s.db.WithContext(ctx).Model(&Flow{}), time.Now())
+	db := s.apply(f, s.db.WithContext(ctx).Model(&Flow{}), time.Now())
 	if err := db.Select("id, tenant_id, tenant_slug, state").Order("id").Limit(limit).Find(&out).Error; err != nil {
 		return nil, fmt.Errorf("select flows: %w", err)
 	}
@@ -482,7 +620,8 @@ func (s *Record) Cancel(ctx context.Context, ids []string, reason, by string) ([
 		return nil, nil
 	}
 	ch, err := s.restate(ctx, ids, []string{AwaitingInput, Running}, nil, map[string]any{
-		"state": Cancelled, "cancel_reason": reason, "cancelled_by": by, "pending_kinds": "", "waiting_since": nil,
+		"state": Cancelled, "cancel_reason": reason, "cancelled_by": by, "cancelled_at": time.Now().UTC(),
+		"pending_kinds": "", "waiting_since": nil,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cancel flows: %w", err)
@@ -521,18 +660,40 @@ func (s *Record) LastChange(ctx context.Context) (int64, error) {
 	return last, nil
 }
 
-// PruneFlows deletes flows unchanged since before, and their rounds; it
-// reports how many flows went.
-func (s *Record) Prune(ctx context.Context, before time.Time) (int64, error) {
+// Prune deletes flows unchanged since before, and their rounds, except
+// those of the tenants in own, which go when unchanged since their own
+// time; it reports how many flows went. A tenant's own time may be
+// earlier or later than before: it keeps its calls for less or longer.
+func (s *Record) Prune(ctx context.Context, before time.Time, own map[string]time.Time) (int64, error) {
 	var n int64
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		old := tx.Model(&Flow{}).Select("id").Where("updated_at < ?", before.UTC())
-		if err := tx.Where("flow_id IN (?)", old).Delete(&flowRounds{}).Error; err != nil {
+		prune := func(scope func(*gorm.DB) *gorm.DB, before time.Time) error {
+			old := scope(tx.Model(&Flow{}).Select("id").Where("updated_at < ?", before.UTC()))
+			if err := tx.Where("flow_id IN (?)", old).Delete(&flowRounds{}).Error; err != nil {
+				return err
+			}
+			res := scope(tx.Where("updated_at < ?", before.UTC())).Delete(&Flow{})
+			n += res.RowsAffected
+			return res.Error
+		}
+		ids := make([]string, 0, len(own))
+		for id := range own {
+			ids = append(ids, id)
+		}
+		if err := prune(func(db *gorm.DB) *gorm.DB {
+			if len(ids) == 0 {
+				return db
+			}
+			return db.Where("tenant_id NOT IN ?", ids)
+		}, before); err != nil {
 			return err
 		}
-		res := tx.Where("updated_at < ?", before.UTC()).Delete(&Flow{})
-		n = res.RowsAffected
-		return res.Error
+		for id, t := range own {
+			if err := prune(func(db *gorm.DB) *gorm.DB { return db.Where("tenant_id = ?", id) }, t); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("prune flows: %w", err)

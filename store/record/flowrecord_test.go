@@ -292,7 +292,7 @@ func TestExpiryAndRetention(t *testing.T) {
 			}
 			// Retention: flows unchanged for longer go, with their rounds
 			// (expiring a flow changed it).
-			n, err := st.Prune(ctx, now.Add(-10*time.Minute))
+			n, err := st.Prune(ctx, now.Add(-10*time.Minute), nil)
 			if err != nil || n != 1 {
 				t.Fatalf("pruned %d, %v", n, err)
 			}
@@ -454,6 +454,47 @@ func TestTheRecordIsWrittenInEveryPgxMode(t *testing.T) {
 			f, rounds, err := st.Get(ctx, "fl_mode")
 			if err != nil || f.State != record.Completed || f.Rounds != 2 || len(rounds) != 2 || !bytes.Equal(rounds[0].Asked, asked) {
 				t.Fatalf("read back %v, %+v, %+v", err, f, rounds)
+			}
+		})
+	}
+}
+
+func TestEachTenantKeepsItsCallsForItsOwnRetention(t *testing.T) {
+	ctx := context.Background()
+	for _, d := range platformtest.Dialects() {
+		t.Run(d.Name, func(t *testing.T) {
+			st := platformtest.Store(t, d.New(t)).Record()
+			now := time.Now().UTC()
+			var writes []record.RoundWrite
+			// Each tenant has a call from 30 minutes ago and one from
+			// 2 minutes ago, and its rounds.
+			for _, tenant := range []string{"t-default", "t-longer", "t-shorter"} {
+				for _, age := range []time.Duration{30 * time.Minute, 2 * time.Minute} {
+					w := round(fmt.Sprintf("fl_%s_%d", tenant, int(age.Minutes())), 1, record.Completed, now.Add(-age))
+					w.Flow.TenantID, w.Flow.Kind = tenant, record.KindCall
+					writes = append(writes, w)
+				}
+			}
+			if _, err := st.WriteRounds(ctx, writes); err != nil {
+				t.Fatal(err)
+			}
+			// The operator keeps 10 minutes; one tenant a day, another one
+			// minute.
+			n, err := st.Prune(ctx, now.Add(-10*time.Minute), map[string]time.Time{
+				"t-longer": now.Add(-24 * time.Hour), "t-shorter": now.Add(-time.Minute),
+			})
+			if err != nil || n != 3 {
+				t.Fatalf("pruned %d (%v); want 3", n, err)
+			}
+			for id, kept := range map[string]bool{
+				"fl_t-default_30": false, "fl_t-default_2": true,
+				"fl_t-longer_30": true, "fl_t-longer_2": true,
+				"fl_t-shorter_30": false, "fl_t-shorter_2": false,
+			} {
+				f, rounds, err := st.Get(ctx, id)
+				if kept && (err != nil || len(rounds) != 1) || !kept && err != store.ErrNotFound {
+					t.Errorf("%s: kept %v (%v, %d rounds); want kept %v", id, f != nil, err, len(rounds), kept)
+				}
 			}
 		})
 	}

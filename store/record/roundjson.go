@@ -27,7 +27,7 @@ func (r *Round) appendJSON(b []byte) []byte {
 		{`,"resultType":`, r.ResultType}, {`,"errorClass":`, r.ErrorClass}, {`,"stateIn":`, r.StateIn},
 		{`,"keyIn":`, r.KeyIn}, {`,"keyOut":`, r.KeyOut}, {`,"replica":`, r.Replica},
 		{`,"traceId":`, r.TraceID}, {`,"spanId":`, r.SpanID}, {`,"event":`, r.Event}, {`,"by":`, r.By},
-		{`,"message":`, r.Message},
+		{`,"message":`, r.Message}, {`,"cause":`, r.Cause},
 	} {
 		if f.val != "" {
 			b = jsontext.AppendString(append(b, f.key...), f.val)
