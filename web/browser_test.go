@@ -120,7 +120,7 @@ func TestAdminsWatchFlowsLiveAndCancelThem(t *testing.T) {
 	row := fmt.Sprintf(`tr[data-id=%q]`, flowID)
 	browsertest.Do(t, admin, "the new flow appears live", chromedp.WaitVisible(browsertest.CSS(row)))
 	rowText := browsertest.Value(t, admin, "read the row", chromedp.Text(browsertest.CSS(row)))
-	for _, want := range []string{"awaiting input", "acme", "deploy", "form", "replica-1"} {
+	for _, want := range []string{"awaiting input", "acme", "deploy", "form", flowID, "now"} {
 		if !strings.Contains(rowText, want) {
 			t.Errorf("row %q lacks %q", rowText, want)
 		}
@@ -146,11 +146,12 @@ func TestAdminsWatchFlowsLiveAndCancelThem(t *testing.T) {
 		chromedp.KeyEvent("j"), chromedp.KeyEvent("\r"),
 		chromedp.WaitVisible(browsertest.CSS(`ol.timeline li.round`)))
 	path := browsertest.Value(t, admin, "read the location", chromedp.Evaluate[string](`location.pathname`))
-	if path != "/admin/flows/acme/"+flowID {
+	if path != "/admin/flows/"+flowID {
 		t.Fatalf("Enter opened %s", path)
 	}
 	timeline := browsertest.Value(t, admin, "read the timeline", chromedp.Text(browsertest.CSS(`ol.timeline`)))
-	for _, want := range []string{"Round 1", "Round 2", "Round 3", "Which region should checkout go to?", "Deploy checkout now?", "user took"} {
+	for _, want := range []string{"Round 1", "Round 2", "Round 3", "Which region should checkout go to?", "Deploy checkout now?", "user took",
+		"Answered: region accept"} {
 		if !strings.Contains(timeline, want) {
 			t.Errorf("timeline lacks %q:\n%s", want, timeline)
 		}

@@ -64,7 +64,9 @@ func New() (*UI, error) {
 
 // Pages are the UI's routes under /admin/; each serves the same shell,
 // whose script renders the page the path names.
-var Pages = []string{"/admin/", "/admin/flows", "/admin/flows/:tenant/:flow", "/admin/tenants", "/admin/keys", "/admin/audit"}
+// A flow opens by its id alone; /admin/flows/{tenant}/{flow} is a link
+// from before, still served.
+var Pages = []string{"/admin/", "/admin/flows", "/admin/flows/:flow", "/admin/flows/:flow/:older", "/admin/tenants", "/admin/keys", "/admin/audit"}
 
 // StaticPrefix is where the assets are served.
 const StaticPrefix = "/admin/static/"

@@ -11,7 +11,9 @@ import auditPage from "./audit.js";
 const routes = [
   [/^\/admin\/?$/, () => ({ section: "flows", render: flowsPage })],
   [/^\/admin\/flows\/?$/, () => ({ section: "flows", render: flowsPage })],
-  [/^\/admin\/flows\/([^/]+)\/([^/]+)$/, (m) => ({ section: "flows", render: (ctx) => flowPage(ctx, decodeURIComponent(m[1]), decodeURIComponent(m[2])) })],
+  [/^\/admin\/flows\/([^/]+)$/, (m) => ({ section: "flows", render: (ctx) => flowPage(ctx, decodeURIComponent(m[1])) })],
+  // Links from before a flow opened by its id alone.
+  [/^\/admin\/flows\/[^/]+\/([^/]+)$/, (m) => ({ section: "flows", render: (ctx) => flowPage(ctx, decodeURIComponent(m[1])) })],
   [/^\/admin\/tenants\/?$/, () => ({ section: "tenants", render: tenantsPage })],
   [/^\/admin\/keys\/?$/, () => ({ section: "keys", render: keysPage })],
   [/^\/admin\/audit\/?$/, () => ({ section: "audit", render: auditPage })],

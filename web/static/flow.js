@@ -2,7 +2,7 @@
 // how long the user took, which replica and key, rejections with their
 // logged class, each round's trace) and, for admins who may, cancel.
 import { api, stream } from "./api.js";
-import { h, stateBadge, duration, since, clock, confirmDialog, toast, errorBox, shortIssuer } from "./ui.js";
+import { h, stateBadge, duration, since, clock, exact, confirmDialog, toast, errorBox, shortIssuer } from "./ui.js";
 
 function fields(schema) {
   const props = schema?.properties || {};
@@ -33,6 +33,25 @@ const EVENTS = {
   failed: "failed", cancelled: "cancelled", delivered: "delivered again",
 };
 
+// time is a round's time to the millisecond, in full on hover.
+function time(iso) {
+  return h("time", { class: "muted", datetime: iso, title: exact(iso) }, clock(iso, { ms: true }));
+}
+
+// answersOf says how each question was answered: the actions alone, or,
+// for a tenant that records answers, the answers in a disclosure.
+function answersOf(answers) {
+  if (!answers) return null;
+  if (answers.keys) return h("div", { class: "answers" }, "Answered: " + answers.keys.join(", "));
+  const entries = Object.entries(answers);
+  const actionsOnly = entries.every(([, a]) => a && typeof a === "object" && Object.keys(a).length === 1 && a.action);
+  if (actionsOnly) {
+    return h("div", { class: "answers" }, "Answered: ", entries.flatMap(([k, a], i) => [i ? ", " : "", h("strong", {}, k), " ",
+      h("span", { class: "act-" + a.action }, a.action)]));
+  }
+  return h("details", {}, h("summary", {}, "Answers (recorded: the tenant opted in)"), h("pre", { class: "mono" }, JSON.stringify(answers, null, 2)));
+}
+
 // eventItem is one lifecycle event of a task: what happened, who did it,
 // the task's message after it, what it asked or was answered.
 function eventItem(r) {
@@ -40,8 +59,7 @@ function eventItem(r) {
   const cls = { failed: "s-failed", cancelled: "s-cancelled", completed: "s-completed", input_required: "s-awaiting_input" }[r.event] || "s-running";
   const by = r.by?.startsWith("admin:") ? "admin " + r.by.slice(6) : r.by;
   return h("li", { class: "round panel", dataset: { round: r.n, event: r.event } },
-    h("h3", {}, h("span", {}, "Event " + r.n), h("span", { class: "badge " + cls }, EVENTS[r.event] || r.event),
-      h("span", { class: "muted" }, clock(r.arrivedAt))),
+    h("h3", {}, h("span", {}, "Event " + r.n), h("span", { class: "badge " + cls }, EVENTS[r.event] || r.event), time(r.arrivedAt)),
     h("div", { class: "meta" },
       by ? h("span", {}, "by " + by) : null,
       h("span", {}, "replica " + (r.replica || "?")),
@@ -49,24 +67,25 @@ function eventItem(r) {
       wh ? h("span", {}, `delivery ${wh.outcome}${wh.status ? " (HTTP " + wh.status + ")" : ""} in ${duration(wh.durationMs)}`) : null),
     r.message ? h("div", {}, r.message) : null,
     (r.asked || []).map(question),
-    r.answers ? h("details", {}, h("summary", {}, r.answers.keys ? "Answered (keys only)" : "Answers (recorded: the tenant opted in)"),
-      h("pre", { class: "mono" }, JSON.stringify(r.answers.keys || r.answers, null, 2))) : null);
+    answersOf(r.answers));
 }
 
 function roundItem(r, flow) {
   if (r.event) return eventItem(r);
   const wh = r.webhook;
   const title = [h("span", {}, "Round " + r.n)];
-  if (r.stateIn === "rejected" || r.errorClass && r.resultType === "") title.push(h("span", { class: "badge s-rejected" }, "refused: " + r.errorClass));
+  if (r.stateIn === "rejected" || r.errorClass?.startsWith("token_")) title.push(h("span", { class: "badge s-rejected" }, "refused"));
   else if (r.resultType === "input_required") title.push(h("span", { class: "badge s-awaiting_input" }, "asked for input"));
   else if (r.resultType === "task") title.push(h("span", { class: "badge s-running" }, "became a task"));
+  else if (r.errorClass?.startsWith("webhook_")) title.push(h("span", { class: "badge s-failed" }, "webhook failed"));
   else if (r.resultType === "complete") title.push(h("span", { class: `badge ${r.errorClass ? "s-failed" : "s-completed"}` }, r.errorClass ? "tool error" : "completed"));
-  else if (r.errorClass) title.push(h("span", { class: "badge s-failed" }, "error " + r.errorClass));
+  else if (r.errorClass) title.push(h("span", { class: "badge s-failed" }, "failed"));
   const p = r.principal;
   const who = p ? `${p.subject || "(machine)"} @ ${shortIssuer(p.issuer)} via ${p.client}` : "";
   const whoDiffers = p && flow.principal && (p.subject !== flow.principal.subject || p.issuer !== flow.principal.issuer);
   return h("li", { class: "round panel", dataset: { round: r.n } },
-    h("h3", {}, title, h("span", { class: "muted" }, clock(r.arrivedAt))),
+    h("h3", {}, title, time(r.arrivedAt)),
+    r.cause ? h("div", { class: "cause", role: "note" }, r.cause, h("span", { class: "sub" }, " (" + r.errorClass + ")")) : null,
     h("div", { class: "meta" },
       h("span", {}, "served in " + duration(r.serverMs)),
       h("span", {}, "replica " + (r.replica || "?")),
@@ -77,10 +96,12 @@ function roundItem(r, flow) {
       r.traceUrl ? h("a", { href: r.traceUrl, target: "_blank", rel: "noopener" }, "trace") : r.traceId ? h("span", { class: "mono", title: "trace id" }, r.traceId.slice(0, 12) + "…") : null),
     whoDiffers ? h("div", { class: "warn" }, "Sent by " + who + ", not the flow's principal") : null,
     (r.asked || []).map(question),
-    r.answers ? h("details", {}, h("summary", {}, "Answers (recorded: the tenant opted in)"), h("pre", { class: "mono" }, JSON.stringify(r.answers, null, 2))) : null);
+    answersOf(r.answers));
 }
 
-export default async function flowPage(ctx, tenant, id) {
+// flowPage shows the flow with id (tenant, from an older link, is not
+// needed: a flow opens by its id alone).
+export default async function flowPage(ctx, id) {
   const { main } = ctx;
   const head = h("div");
   const facts = h("div", { class: "panel" });
@@ -91,7 +112,7 @@ export default async function flowPage(ctx, tenant, id) {
   async function load() {
     let data;
     try {
-      data = await api(`/tenants/${encodeURIComponent(tenant)}/flows/${encodeURIComponent(id)}`);
+      data = await api(`/flows/${encodeURIComponent(id)}`);
     } catch (err) {
       main.replaceChildren(h("p", {}, h("a", { href: "/admin/flows", "data-link": true }, "← Flows")), errorBox(err));
       return;
@@ -101,7 +122,7 @@ export default async function flowPage(ctx, tenant, id) {
     const live = flow.state === "awaiting_input" || flow.state === "running";
     const cancellable = live && ctx.can(flow.tenant);
     head.replaceChildren(h("div", { class: "bar" },
-      h("h1", {}, `${flow.method} ${flow.target}`), stateBadge(flow.state), task ? h("span", { class: "kind" }, "task") : null,
+      h("h1", {}, `${flow.method} ${flow.target}`), stateBadge(flow.state), flow.kind !== "call" ? h("span", { class: "kind" }, flow.kind) : null,
       h("span", { class: "spacer" }),
       cancellable ? h("button", { type: "button", class: "danger", onclick: cancel, "data-action": "cancel" }, task ? "Cancel task…" : "Cancel flow…") : null));
     const p = flow.principal;
@@ -111,15 +132,16 @@ export default async function flowPage(ctx, tenant, id) {
       h("dt", {}, "Tenant"), h("dd", {}, flow.tenant),
       h("dt", {}, "Principal"), h("dd", {}, p ? `${p.subject || "(machine)"} @ ${p.issuer}` : "public (no principal)"),
       h("dt", {}, "Client"), h("dd", {}, `${flow.client?.name || "unnamed"} ${flow.client?.version || ""} · protocol ${flow.era}${p?.client ? " · OAuth client " + p.client : ""}`),
-      h("dt", {}, "Started"), h("dd", {}, clock(flow.startedAt)),
-      h("dt", {}, "Changed"), h("dd", {}, clock(flow.updatedAt)),
+      h("dt", {}, "Started"), h("dd", {}, time(flow.startedAt)),
+      h("dt", {}, "Changed"), h("dd", {}, time(flow.updatedAt)),
       h("dt", {}, "Server time"), h("dd", {}, duration(flow.serverMs)),
-      h("dt", {}, "Waiting on people"), h("dd", {}, duration(flow.clientWaitMs + (flow.state === "awaiting_input" ? since(flow.waitingSince) : 0))),
-      h("dt", {}, "Key"), h("dd", { class: "mono" }, flow.keyId || ""),
+      flow.kind === "call" ? null : [h("dt", {}, "Waiting on people"), h("dd", {}, duration(flow.clientWaitMs + (flow.state === "awaiting_input" ? since(flow.waitingSince) : 0)))],
+      flow.keyId ? [h("dt", {}, "Key"), h("dd", { class: "mono" }, flow.keyId)] : null,
       h("dt", {}, "Replica"), h("dd", {}, flow.replica || ""),
       flow.state === "awaiting_input" && flow.stateExpiresAt ? [h("dt", {}, "State expires"), h("dd", {}, clock(flow.stateExpiresAt) + " (" + duration(Date.parse(flow.stateExpiresAt) - Date.now()) + " left)")] : null,
-      flow.detail ? [h("dt", {}, "Why"), h("dd", {}, flow.detail)] : null,
-      flow.cancelReason || flow.cancelledBy ? [h("dt", {}, "Cancelled"), h("dd", {}, `by ${flow.cancelledBy || "?"}${flow.cancelReason ? ": " + flow.cancelReason : ""}`)] : null,
+      flow.message || flow.detail ? [h("dt", {}, "Why"), h("dd", { class: "cause" }, flow.message || flow.detail, flow.message && flow.detail ? h("span", { class: "sub" }, " (" + flow.detail + ")") : null)] : null,
+      flow.cancelReason || flow.cancelledBy ? [h("dt", {}, "Cancelled"), h("dd", {}, `by ${flow.cancelledBy || "?"}`,
+        flow.cancelledAt ? [", ", time(flow.cancelledAt)] : null, flow.cancelReason ? ": " + flow.cancelReason : "")] : null,
       flow.traceUrl ? [h("dt", {}, "Trace"), h("dd", {}, h("a", { href: flow.traceUrl, target: "_blank", rel: "noopener" }, flow.traceId))] : null));
     const items = [];
     let prevEnd = null;
@@ -146,14 +168,15 @@ export default async function flowPage(ctx, tenant, id) {
     });
     if (!v) return;
     try {
-      await api(`/tenants/${encodeURIComponent(flow.tenant)}/flows/${encodeURIComponent(flow.id)}/cancel`, { method: "POST", body: { reason: v.reason } });
+      await api(`/flows/${encodeURIComponent(flow.id)}/cancel`, { method: "POST", body: { reason: v.reason } });
       toast(task ? "Task cancelled" : "Flow cancelled");
       await load();
     } catch (err) { toast(err.message); }
   }
 
   await load();
-  const stop = stream("tenant=" + encodeURIComponent(tenant), (kind, f) => {
+  if (!flow) return;
+  const stop = stream("tenant=" + encodeURIComponent(flow.tenant), (kind, f) => {
     if (kind === "reset" || f?.id === id) load();
   }, () => {});
   ctx.onLeave(stop);

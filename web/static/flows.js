@@ -3,9 +3,14 @@
 // heights and column widths, so nothing jumps); a pause keeps the table
 // still while you read it.
 import { api, stream } from "./api.js";
-import { h, STATES, stateBadge, stateWord, duration, since, errorBox, empty, shortIssuer } from "./ui.js";
+import { h, STATES, stateBadge, stateWord, duration, since, errorBox, empty, shortIssuer, timeEl, tickTimes, confirmDialog, toast } from "./ui.js";
 
-const FILTERS = ["tenant", "state", "target", "subject", "client", "key", "waitingLongerThan", "minRounds", "since", "sort"];
+// FILTERS are the page's filters, as the URL keeps them. target, subject
+// and client are exact (links from other pages set them); q searches
+// ids, targets, principals and clients by prefix.
+const FILTERS = ["tenant", "state", "q", "kind", "method", "issuer", "target", "subject", "client", "key", "waitingLongerThan", "minRounds", "since", "sort"];
+const KINDS = { "": "any kind", call: "calls (one round)", flow: "multi-round flows", legacy: "bridged legacy flows", task: "tasks" };
+const METHODS = { "": "any method", "tools/call": "tools/call", "prompts/get": "prompts/get", "resources/read": "resources/read" };
 const SINCE = { "": "any time", "1h": "last hour", "24h": "last 24 hours", "168h": "last 7 days" };
 const WAITING = { "": "any", "1m": "over 1 minute", "5m": "over 5 minutes", "15m": "over 15 minutes", "1h": "over 1 hour" };
 const SORTS = { updated: "recently changed", started: "recently started", waiting: "waiting longest", rounds: "most rounds" };
@@ -25,11 +30,19 @@ function writeFilters(f) {
   history.replaceState(null, "", url);
 }
 
+// selection is the page's filters as the API reads them (GET /flows,
+// and a bulk cancel's filter), without the state and the sort.
+function selection(f) {
+  const out = {};
+  for (const k of ["tenant", "q", "kind", "method", "issuer", "target", "subject", "client", "key", "waitingLongerThan", "minRounds"]) if (f[k]) out[k] = f[k];
+  if (f.since) out.since = new Date(Date.now() - parseDuration(f.since)).toISOString().replace(/\.\d+Z$/, "Z");
+  return out;
+}
+
 // apiQuery turns the page's filters into GET /flows parameters.
 function apiQuery(f, extra = {}) {
-  const q = new URLSearchParams();
-  for (const k of ["tenant", "state", "target", "subject", "client", "key", "waitingLongerThan", "minRounds", "sort"]) if (f[k]) q.set(k, f[k]);
-  if (f.since) q.set("since", new Date(Date.now() - parseDuration(f.since)).toISOString().replace(/\.\d+Z$/, "Z"));
+  const q = new URLSearchParams(selection(f));
+  for (const k of ["state", "sort"]) if (f[k]) q.set(k, f[k]);
   for (const [k, v] of Object.entries(extra)) q.set(k, v);
   return q.toString();
 }
@@ -45,6 +58,10 @@ function parseDuration(s) {
 function matches(f, flow) {
   if (f.tenant && flow.tenant !== f.tenant) return false;
   if (f.state && !f.state.split(",").includes(flow.state)) return false;
+  if (f.kind && !f.kind.split(",").includes(flow.kind)) return false;
+  if (f.method && flow.method !== f.method) return false;
+  if (f.issuer && flow.principal?.issuer !== f.issuer) return false;
+  if (f.q && ![flow.id, flow.target, flow.principal?.subject, flow.client?.name].some((v) => v && v.startsWith(f.q))) return false;
   if (f.target && flow.target !== f.target) return false;
   if (f.subject && flow.principal?.subject !== f.subject) return false;
   if (f.client && flow.client?.name !== f.client) return false;
@@ -77,10 +94,11 @@ export default async function flowsPage(ctx) {
   const input = (name, placeholder) => h("input", { name, placeholder, value: f[name], autocomplete: "off", spellcheck: "false" });
   const select = (name, options) => h("select", { name }, Object.entries(options).map(([v, label]) => h("option", { value: v }, label)));
   const form = h("form", { class: "filters", role: "search", onsubmit: (e) => e.preventDefault() },
+    h("label", { class: "wide" }, "Search", input("q", "flow id, target, principal or client: the start of it")),
     h("label", {}, "Tenant", tenantSel),
-    h("label", {}, "Target", input("target", "tool, prompt or URI")),
-    h("label", {}, "Principal (subject)", input("subject", "user id")),
-    h("label", {}, "Client", input("client", "client name")),
+    h("label", {}, "Kind", select("kind", KINDS)),
+    h("label", {}, "Method", select("method", METHODS)),
+    h("label", {}, "Issuer", input("issuer", "https://…")),
     h("label", {}, "Key", input("key", "key id")),
     h("label", {}, "Waiting", select("waitingLongerThan", WAITING)),
     h("label", {}, "Rounds at least", h("input", { name: "minRounds", type: "number", min: 1, value: f.minRounds })),
@@ -97,20 +115,25 @@ export default async function flowsPage(ctx) {
     }, e.target.tagName === "INPUT" ? 300 : 0);
   });
 
-  const table = h("table", { class: "grid", "aria-label": "Flows" },
+  // Fixed widths, each at least its header's word; the target takes the
+  // rest. On a phone each row is a card instead (app.css).
+  const table = h("table", { class: "grid flows", "aria-label": "Flows" },
     h("colgroup", {},
-      h("col", { style: "width:158px" }), h("col", { style: "width:110px" }), h("col", {}), h("col", { style: "width:14%" }),
-      h("col", { style: "width:11%" }), h("col", { style: "width:64px" }), h("col", { style: "width:120px" }),
-      h("col", { style: "width:84px" }), h("col", { style: "width:92px" }), h("col", { style: "width:110px" }), h("col", { style: "width:64px" })),
+      h("col", { style: "width:168px" }), h("col", { style: "width:100px" }), h("col", {}), h("col", { style: "width:12%" }),
+      h("col", { style: "width:9%" }), h("col", { style: "width:76px" }), h("col", { style: "width:100px" }),
+      h("col", { style: "width:76px" }), h("col", { style: "width:84px" }), h("col", { style: "width:84px" }), h("col", { style: "width:172px" })),
     h("thead", {}, h("tr", {},
-      h("th", { scope: "col" }, "State"), h("th", { scope: "col" }, "Tenant"), h("th", { scope: "col" }, "Target"),
-      h("th", { scope: "col" }, "Principal"), h("th", { scope: "col" }, "Client"), h("th", { scope: "col", class: "num" }, "Round"),
-      h("th", { scope: "col" }, "Waiting on"), h("th", { scope: "col", class: "num" }, "Waited"), h("th", { scope: "col", class: "num" }, "State left"),
-      h("th", { scope: "col" }, "Replica"), h("th", { scope: "col" }, "Trace"))),
+      h("th", { scope: "col" }, "State"), h("th", { scope: "col" }, "Tenant"), h("th", { scope: "col" }, "Target · why"),
+      h("th", { scope: "col" }, "Principal"), h("th", { scope: "col" }, "Client"), h("th", { scope: "col", class: "num" }, "Rounds"),
+      h("th", { scope: "col" }, "Waiting on"), h("th", { scope: "col", class: "num" }, "Waited"), h("th", { scope: "col", class: "num" }, "Started"),
+      h("th", { scope: "col", class: "num" }, "Changed"), h("th", { scope: "col" }, "Flow id"))),
     tbody);
 
+  const bulk = h("button", { type: "button", class: "danger", hidden: !ctx.me || ctx.me.role === "viewer", title: "Cancel every in-flight flow these filters select, after a preview" }, "Cancel matching…");
+  bulk.addEventListener("click", bulkCancel);
+
   main.append(
-    h("div", { class: "bar" }, h("h1", {}, "Flows"), h("span", { class: "spacer" }), live, pauseBtn),
+    h("div", { class: "bar" }, h("h1", {}, "Flows"), h("span", { class: "spacer" }), live, pauseBtn, bulk),
     counts, form, status, table, h("div", { class: "bar" }, more,
       h("span", { class: "hint" }, h("kbd", {}, "j"), "/", h("kbd", {}, "k"), " move · ", h("kbd", {}, "Enter"), " open · ",
         h("kbd", {}, "/"), " filter · ", h("kbd", {}, "p"), " pause")));
@@ -123,25 +146,30 @@ export default async function flowsPage(ctx) {
     const from = task && live ? flow.startedAt : flow.state === "awaiting_input" ? flow.waitingSince : "";
     const waited = from ? since(from) : null;
     const left = !task && flow.state === "awaiting_input" && flow.stateExpiresAt ? Date.parse(flow.stateExpiresAt) - Date.now() : null;
+    const why = flow.message || (flow.state === "cancelled" && flow.cancelReason ? "cancelled: " + flow.cancelReason : "");
     return [
-      h("td", {}, stateBadge(flow.state)),
-      h("td", { title: flow.tenant }, flow.tenant),
-      // A task says so first, so a narrow column never cuts the tag off.
-      h("td", { title: flow.method + " " + flow.target + (flow.message ? " · " + flow.message : "") },
-        task ? h("span", { class: "kind", title: "a task: long work its backend reports on" }, "task") : h("span", { class: "sub" }, flow.method.split("/")[0] + " "),
-        flow.target,
-        task && flow.message ? h("span", { class: "sub" }, " " + flow.message) : null),
-      h("td", { title: p ? `${p.subject || "(machine)"} @ ${p.issuer} via ${p.client}` : "public: no principal" },
-        p ? [p.subject || "(machine)", h("span", { class: "sub" }, " @" + shortIssuer(p.issuer))] : h("span", { class: "sub" }, "public")),
-      h("td", { title: `${flow.client?.name || ""} ${flow.client?.version || ""} · ${flow.era}` },
+      h("td", { class: "c-state" }, stateBadge(flow.state)),
+      h("td", { class: "c-tenant", title: flow.tenant }, flow.tenant),
+      // The kind says so first, so a narrow column never cuts the tag off;
+      // why it failed follows the target.
+      h("td", { class: "c-target", title: `${flow.method} ${flow.target}${why ? "\n" + why : ""}` },
+        flow.kind !== "call" ? h("span", { class: "kind", title: KINDS[flow.kind] }, flow.kind) : null,
+        h("span", { class: "sub" }, flow.method.split("/")[0] + " "),
+        flow.target || h("span", { class: "sub" }, "(refused before its target was read)"),
+        why ? h("span", { class: "why" + (flow.state === "failed" || flow.state === "rejected" ? " bad" : "") }, " · " + why) : null),
+      h("td", { class: "c-who", title: p ? `${p.subject || "(machine)"} @ ${p.issuer} via ${p.client}` : "no principal" },
+        p ? [p.subject || "(machine)", h("span", { class: "sub" }, " @" + shortIssuer(p.issuer))] : h("span", { class: "sub" }, "no principal")),
+      h("td", { class: "c-client", title: `${flow.client?.name || ""} ${flow.client?.version || ""} · ${flow.era}` },
         flow.client?.name || h("span", { class: "sub" }, "unnamed"), h("span", { class: "sub" }, " " + (flow.client?.version || ""))),
-      h("td", { class: "num" }, flow.rounds),
-      h("td", {}, (flow.pendingKinds || []).map((k) => h("span", { class: "kind" }, k))),
-      h("td", { class: "num", "data-since": from || "", title: task ? "the task's age" : "waiting on the user" }, waited === null ? "" : duration(waited)),
-      h("td", { class: "num" + (left !== null && left < 60_000 ? " warn" : ""), "data-until": left === null ? "" : flow.stateExpiresAt },
-        left === null ? "" : left > 0 ? duration(left) : "expired"),
-      h("td", { title: flow.replica }, flow.replica || ""),
-      h("td", {}, flow.traceUrl ? h("a", { href: flow.traceUrl, target: "_blank", rel: "noopener", title: flow.traceId, onclick: (e) => e.stopPropagation() }, "trace") : ""),
+      h("td", { class: "num c-rounds" }, flow.rounds),
+      h("td", { class: "c-pending" }, (flow.pendingKinds || []).map((k) => h("span", { class: "kind" }, k))),
+      h("td", { class: "num c-waited" + (left !== null && left < 60_000 ? " warn" : ""), "data-since": from || "",
+        "data-until": left === null ? "" : flow.stateExpiresAt,
+        title: task ? "the task's age" : left !== null ? `waiting on the user; its state expires in ${duration(left)}` : "waiting on the user" },
+        waited === null ? "" : duration(waited)),
+      timeEl(flow.startedAt, "td", { class: "num c-started" }),
+      timeEl(flow.updatedAt, "td", { class: "num c-changed" }),
+      h("td", { class: "mono c-id", title: flow.id }, flow.id),
     ];
   }
 
@@ -151,7 +179,35 @@ export default async function flowsPage(ctx) {
     return tr;
   }
 
-  function open(flow) { ctx.navigate(`/admin/flows/${encodeURIComponent(flow.tenant)}/${encodeURIComponent(flow.id)}`); }
+  function open(flow) { ctx.navigate(`/admin/flows/${encodeURIComponent(flow.id)}`); }
+
+  // bulkCancel cancels what the filters select, in flight: a preview of
+  // how many (and which), a reason, then exactly that many.
+  async function bulkCancel() {
+    const filter = selection(f);
+    if (!Object.keys(filter).length) {
+      toast("Choose a tenant or another filter first: a bulk cancel never selects every flow");
+      return;
+    }
+    let prev;
+    try {
+      prev = await api("/flows/cancel", { method: "POST", body: { filter, preview: true } });
+    } catch (err) { toast(err.message); return; }
+    if (!prev.matched) { toast("No flow in flight matches these filters"); return; }
+    const said = Object.entries(filter).map(([k, v]) => `${k} ${v}`).join(", ");
+    const v = await confirmDialog({
+      title: `Cancel ${prev.matched} in-flight flow${prev.matched === 1 ? "" : "s"}?`,
+      body: `Every flow awaiting input or running that matches ${said}. Their next rounds are refused on every replica, and tasks among them are told to stop. ` +
+        `First ${prev.sample.length}: ${prev.sample.join(", ")}`,
+      action: `Cancel ${prev.matched}`, danger: true,
+      fields: [{ name: "reason", label: "Reason (recorded and audited)", multiline: true, required: true }],
+    });
+    if (!v) return;
+    try {
+      const done = await api("/flows/cancel", { method: "POST", body: { filter, reason: v.reason, expect: prev.matched } });
+      toast(`Cancelled ${done.cancelled} of ${done.matched}`);
+    } catch (err) { toast(err.message); }
+  }
 
   function choose(i) {
     const trs = tbody.rows;
@@ -286,9 +342,9 @@ export default async function flowsPage(ctx) {
     for (const td of tbody.querySelectorAll("td[data-until]")) {
       if (!td.dataset.until) continue;
       const left = Date.parse(td.dataset.until) - Date.now();
-      td.textContent = left > 0 ? duration(left) : "expired";
       td.classList.toggle("warn", left < 60_000);
     }
+    tickTimes(tbody);
   }, 1000);
 
   const keys = (e) => {
@@ -299,7 +355,7 @@ export default async function flowsPage(ctx) {
     if (e.key === "j" || e.key === "ArrowDown") { e.preventDefault(); choose(selected + 1); }
     else if (e.key === "k" || e.key === "ArrowUp") { e.preventDefault(); choose(selected - 1); }
     else if (e.key === "Enter" && selected >= 0) { const id = tbody.rows[selected]?.dataset.id; if (id) open(rows.get(id).flow); }
-    else if (e.key === "/") { e.preventDefault(); form.elements.target.focus(); }
+    else if (e.key === "/") { e.preventDefault(); form.elements.q.focus(); }
     else if (e.key === "p") { pauseBtn.click(); }
   };
   document.addEventListener("keydown", keys);

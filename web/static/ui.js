@@ -52,12 +52,54 @@ export function duration(ms) {
 
 export function since(iso) { return iso ? Date.now() - Date.parse(iso) : null; }
 
-export function clock(iso) {
+// clock is a time of day in the browser's zone, with the date when it is
+// not today; ms adds milliseconds (a round timeline's rounds are often
+// in the same second).
+export function clock(iso, { ms = false } = {}) {
   if (!iso) return "";
   const d = new Date(iso);
   const today = new Date();
-  const t = d.toLocaleTimeString(undefined, { hour12: false });
+  const t = d.toLocaleTimeString(undefined, { hour12: false, hour: "2-digit", minute: "2-digit", second: "2-digit", ...(ms ? { fractionalSecondDigits: 3 } : {}) });
   return d.toDateString() === today.toDateString() ? t : d.toLocaleDateString() + " " + t;
+}
+
+// exact is a time in full: date, time to the millisecond, and zone, for
+// a title on hover.
+export function exact(iso) {
+  if (!iso) return "";
+  const d = new Date(iso);
+  const local = d.toLocaleString(undefined, {
+    year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit",
+    fractionalSecondDigits: 3, hour12: false, timeZoneName: "short",
+  });
+  return local + " · " + d.toISOString();
+}
+
+// ago is how long ago a time was, compactly: "12s ago", "4m ago",
+// "3h ago", "2d ago" ("now" under a second; "in 5s" for a clock ahead).
+export function ago(iso) {
+  if (!iso) return "";
+  const ms = Date.now() - Date.parse(iso);
+  const a = Math.abs(ms);
+  let s;
+  if (a < 1000) return "now";
+  if (a < 60_000) s = Math.floor(a / 1000) + "s";
+  else if (a < 3_600_000) s = Math.floor(a / 60_000) + "m";
+  else if (a < 86_400_000) s = Math.floor(a / 3_600_000) + "h";
+  else s = Math.floor(a / 86_400_000) + "d";
+  return ms < 0 ? "in " + s : s + " ago";
+}
+
+// timeCell is a relative time that says the exact one on hover (and to
+// screen readers), kept current by tickTimes.
+export function timeEl(iso, tag = "span", attrs = {}) {
+  return h(tag, { ...attrs, "data-ago": iso || "", title: exact(iso) },
+    iso ? h("time", { datetime: iso }, ago(iso)) : "");
+}
+
+// tickTimes brings the relative times under root up to date.
+export function tickTimes(root) {
+  for (const el of root.querySelectorAll("[data-ago] > time")) el.textContent = ago(el.getAttribute("datetime"));
 }
 
 export function toast(msg) {
