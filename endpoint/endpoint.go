@@ -495,7 +495,9 @@ func (e *Handler) authenticate(x *exchange, s *snapshot) (*auth.Principal, bool)
 	var p *auth.Principal
 	var err error
 	if tok, ok := auth.BearerToken(x.req.Header); ok || x.req.Header.Get("Authorization") == "" {
+		start := time.Now()
 		p, err = e.verifier.Verify(x.ctx, tok, cfg, s.audience)
+		x.round.AuthTime = time.Since(start)
 	} else {
 		err = &auth.TokenError{Reason: "malformed"}
 	}

@@ -235,7 +235,9 @@ func (f *flowEngine) open(ctx context.Context, sealer *roundSealer, c *call, b m
 		f.log.ErrorContext(ctx, "no key ring for tenant", "tenant", c.snap.slug, "err", err)
 		return reject("no_key_ring")
 	}
+	opened := time.Now()
 	claims, err := s.Open(ctx, tok, b)
+	rd.OpenTime = time.Since(opened)
 	if err != nil {
 		// A state that opened but failed a check names its flow: the
 		// record shows the refused round on it.
@@ -349,6 +351,7 @@ func (f *flowEngine) seal(ctx context.Context, sealer *roundSealer, b mrtr.Bindi
 	}
 	tok, keyID, err := s.Seal(ctx, b, claims)
 	claims.KeyID = keyID
+	rd.SealTime = time.Since(now)
 	return tok, claims, err
 }
 

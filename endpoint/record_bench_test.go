@@ -14,9 +14,11 @@ import (
 
 // BenchmarkRecordingThroughput is BenchmarkTelemetryThroughput's
 // round=flow (eight clients at once, both cores busy, two-round flows)
-// with the flow record off and on, on SQLite and PostgreSQL: every flow
+// with the flow record off and on, on SQLite and PostgreSQL: every
 // round then also goes to the recorder's queue and into the database in
-// batches, on the same two cores. Compare record=off and record=on from
+// batches, on the same two cores. round=call runs one-round calls (each
+// a row of its own since every call is recorded), round=flow two-round
+// flows. Compare record=off and record=on from
 // interleaved runs (./scripts/bench-record); the cost must stay under
 // 3%. BENCH_DB narrows to one database.
 func BenchmarkRecordingThroughput(b *testing.B) {
@@ -25,44 +27,50 @@ func BenchmarkRecordingThroughput(b *testing.B) {
 		dbs = strings.Split(d, ",")
 	}
 	for _, db := range dbs {
-		for _, rec := range []bool{false, true} {
-			name := "db=" + db + "/record=off"
-			if rec {
-				name = "db=" + db + "/record=on"
-			}
-			b.Run(name, func(b *testing.B) {
-				url := platformtest.SQLiteURL(b)
-				if db == "postgres" {
-					url = platformtest.PostgresSchemaURL(b)
-				}
-				hook := benchHook(b).URL
-				p := platformtest.Start(b, url, platformtest.WithConfig(func(c *config.Config) { c.Flows.Record = rec }),
-					platformtestServerTelemetryOff())
-				p.Tenant(b, "acme")
-				p.Tool(b, "acme", confirmTool(hook))
-				endpoint := p.URL + "/t/acme/mcp"
-				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
-				if err := tryFlow(client, endpoint); err != nil {
-					b.Fatal(err)
-				}
-				b.SetParallelism(4)
-				cpu0 := platformtest.CPUTime()
-				b.ResetTimer()
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						if err := tryFlow(client, endpoint); err != nil {
-							b.Error(err)
-							return
-						}
+		for _, round := range []string{"call", "flow"} {
+			for _, rec := range []string{"off", "on"} {
+				b.Run("db="+db+"/round="+round+"/record="+rec, func(b *testing.B) {
+					url := platformtest.SQLiteURL(b)
+					if db == "postgres" {
+						url = platformtest.PostgresSchemaURL(b)
 					}
+					hook := benchHook(b).URL
+					p := platformtest.Start(b, url, platformtest.WithConfig(func(c *config.Config) { c.Flows.Record = rec == "on" }),
+						platformtestServerTelemetryOff())
+					p.Tenant(b, "acme")
+					p.Tool(b, "acme", confirmTool(hook))
+					p.Tool(b, "acme", obj{"name": "ping", "inputSchema": obj{"type": "object"}, "handler": obj{"url": hook}})
+					endpoint := p.URL + "/t/acme/mcp"
+					client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+					op, rounds := func() error { return tryFlow(client, endpoint) }, 2
+					if round == "call" {
+						op, rounds = func() error { _, err := tryPost(client, endpoint, "ping", pingBody); return err }, 1
+					}
+					if err := op(); err != nil {
+						b.Fatal(err)
+					}
+					b.SetParallelism(4)
+					cpu0 := platformtest.CPUTime()
+					b.ResetTimer()
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							if err := op(); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+					b.StopTimer()
+					b.ReportMetric(float64(rounds*b.N)/b.Elapsed().Seconds(), "rounds/s")
+					b.ReportMetric(float64((platformtest.CPUTime()-cpu0).Nanoseconds())/1e3/float64(rounds*b.N), "cpu-µs/round")
 				})
-				b.StopTimer()
-				b.ReportMetric(float64(2*b.N)/b.Elapsed().Seconds(), "rounds/s")
-				b.ReportMetric(float64((platformtest.CPUTime()-cpu0).Nanoseconds())/1e3/float64(2*b.N), "cpu-µs/round")
-			})
+			}
 		}
 	}
 }
+
+// pingBody is a one-round call of the ping tool.
+var pingBody = []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ping","arguments":{},` + flowMeta + `}}`)
 
 // platformtestServerTelemetryOff runs the platform without telemetry, as
 // the telemetry benchmarks' off side does.

@@ -94,6 +94,12 @@ type Round struct {
 	// Webhook is the delivery this round made; nil when it made none.
 	Webhook *WebhookCall
 
+	// Where the round's server time went, beside the webhook's: verifying
+	// the bearer token, opening the inbound state (the key ring's
+	// decryption included) and sealing the outbound one. Zero for a step
+	// the round did not take.
+	AuthTime, OpenTime, SealTime time.Duration
+
 	// ResultType is the answer's resultType ("complete" or
 	// "input_required"); empty when the answer was an error or none was
 	// written (the client went away).

@@ -161,6 +161,15 @@ func TestEveryRoundOfAFlowIsRecordedWithItsQuestionsButNotItsAnswers(t *testing.
 				if i > 0 && (r["stateIn"] != "verified" || r["keyIn"] == "" || r["clientWaitMs"] == nil) {
 					t.Fatalf("round %d did not record its verified state: %v", i+1, r)
 				}
+				// Where its server time went: the state opened (after round
+				// 1), the next one sealed (rounds 1 and 2 asked again), each
+				// within the round's own time.
+				open, _ := r["openUs"].(float64)
+				seal, _ := r["sealUs"].(float64)
+				server, _ := r["serverUs"].(float64)
+				if (i > 0) != (open > 0) || (i < 2) != (seal > 0) || open+seal > server {
+					t.Fatalf("round %d's time: open %v µs, seal %v µs of %v µs", i+1, open, seal, server)
+				}
 			}
 			if wh := rounds[2].(map[string]any)["webhook"].(map[string]any); wh["outcome"] != "complete" || wh["kind"] != "tool" {
 				t.Fatalf("last round's webhook %v", wh)

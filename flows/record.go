@@ -129,6 +129,7 @@ func write(w *record.RoundWrite, rd *endpoint.Round, replica string, running boo
 	f.Message = cause(rd, f.State, f.Detail)
 	r.ArrivedAt, r.EndedAt = rd.Arrived, rd.Ended
 	r.ServerUS = rd.Ended.Sub(rd.Arrived).Microseconds()
+	r.AuthUS, r.OpenUS, r.SealUS = rd.AuthTime.Microseconds(), rd.OpenTime.Microseconds(), rd.SealTime.Microseconds()
 	r.ResultType, r.ErrorClass, r.Cause = rd.ResultType, f.Detail, f.Message
 	r.StateIn, r.KeyIn, r.KeyOut = rd.StateIn.Outcome, rd.StateIn.KeyID, rd.StateOut.KeyID
 	r.Replica, r.TraceID, r.SpanID = replica, f.TraceID, spanID
@@ -215,7 +216,8 @@ func pendingKinds(asked map[string]mrtr.InputRequest) string {
 // roundDocuments appends to b what a round asked (an array of Question),
 // who called ({issuer, subject, client}, never a token), with which
 // client (endpoint.ClientInfo) and how its webhook went ({kind, outcome,
-// failed, status, durationMs}), and returns b and each document, in it.
+// failed, status, durationMs, durationUs, detail}), and returns b and
+// each document, in it.
 // It is written by hand because it runs for every round: encoding/json's
 // reflection, and its re-validation of each question's params, cost the
 // serving process more than the rest of recording.
@@ -255,6 +257,7 @@ func roundDocuments(b []byte, rd *endpoint.Round) (_ []byte, asked, principal, c
 			b = strconv.AppendInt(append(b, `,"status":`...), int64(wh.Status), 10)
 		}
 		b = strconv.AppendInt(append(b, `,"durationMs":`...), wh.Duration.Milliseconds(), 10)
+		b = strconv.AppendInt(append(b, `,"durationUs":`...), wh.Duration.Microseconds(), 10)
 		if wh.Detail != "" {
 			b = jsontext.AppendString(append(b, `,"detail":`...), bounded.String(wh.Detail, maxCause))
 		}

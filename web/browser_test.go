@@ -151,7 +151,7 @@ func TestAdminsWatchFlowsLiveAndCancelThem(t *testing.T) {
 	}
 	timeline := browsertest.Value(t, admin, "read the timeline", chromedp.Text(browsertest.CSS(`ol.timeline`)))
 	for _, want := range []string{"Round 1", "Round 2", "Round 3", "Which region should checkout go to?", "Deploy checkout now?", "user took",
-		"Answered: region accept"} {
+		"Answered: region accept", "(state ", " · seal "} {
 		if !strings.Contains(timeline, want) {
 			t.Errorf("timeline lacks %q:\n%s", want, timeline)
 		}

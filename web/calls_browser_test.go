@@ -89,7 +89,7 @@ func TestAOneRoundCallToADeadWebhookAppearsLiveWithItsCause(t *testing.T) {
 		browsertest.Until(`(() => { [...document.querySelectorAll("tbody tr")].find(tr => tr.textContent.includes("report")).click(); return true })()`),
 		chromedp.WaitVisible(browsertest.CSS(`ol.timeline li.round .cause`)))
 	page := browsertest.Value(t, admin, "read the call's page", chromedp.Text(browsertest.CSS(`main`)))
-	for _, want := range []string{"Why", "webhook connect: connection refused", "webhook_connect", "Round 1"} {
+	for _, want := range []string{"Why", "webhook connect: connection refused", "webhook_connect", "Round 1", "(webhook "} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the call's page lacks %q:\n%s", want, page)
 		}

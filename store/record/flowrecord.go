@@ -103,8 +103,14 @@ type Round struct {
 	EndedAt      time.Time `json:"endedAt"`
 	ServerUS     int64     `json:"serverUs"`
 	ClientWaitUS int64     `json:"clientWaitUs"`
-	ResultType   string    `json:"resultType,omitempty"`
-	ErrorClass   string    `json:"errorClass,omitempty"`
+	// Where the server time went (µs), beside the webhook's duration:
+	// the bearer token's check, opening the inbound state, sealing the
+	// outbound one. Absent for a step the round did not take.
+	AuthUS     int64  `json:"authUs,omitempty"`
+	OpenUS     int64  `json:"openUs,omitempty"`
+	SealUS     int64  `json:"sealUs,omitempty"`
+	ResultType string `json:"resultType,omitempty"`
+	ErrorClass string `json:"errorClass,omitempty"`
 	// Cause says in words why the round failed or was refused.
 	Cause          string          `json:"cause,omitempty"`
 	StateIn        string          `json:"stateIn,omitempty"`

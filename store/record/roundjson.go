@@ -22,6 +22,14 @@ func (r *Round) appendJSON(b []byte) []byte {
 	b = strconv.AppendInt(append(b, `,"serverUs":`...), r.ServerUS, 10)
 	b = strconv.AppendInt(append(b, `,"clientWaitUs":`...), r.ClientWaitUS, 10)
 	for _, f := range [...]struct {
+		key string
+		val int64
+	}{{`,"authUs":`, r.AuthUS}, {`,"openUs":`, r.OpenUS}, {`,"sealUs":`, r.SealUS}} {
+		if f.val > 0 {
+			b = strconv.AppendInt(append(b, f.key...), f.val, 10)
+		}
+	}
+	for _, f := range [...]struct {
 		key, val string
 	}{
 		{`,"resultType":`, r.ResultType}, {`,"errorClass":`, r.ErrorClass}, {`,"stateIn":`, r.StateIn},

@@ -34,11 +34,35 @@ export async function api(path, { method = "GET", body } = {}) {
   return data;
 }
 
-// stream follows the live flow stream. onEvent gets ("flow", flow) or
-// ("reset"); onStatus gets "live", "down". EventSource reconnects by
-// itself and resumes after the last event id it saw.
-export function stream(query, onEvent, onStatus) {
-  const es = new EventSource("/api/v1/flows/stream" + (query ? "?" + query : ""));
+// stream follows the live flow stream, of one tenant or (tenant "") of
+// every tenant the admin may see. onEvent gets ("flow", flow) or
+// ("reset"); onStatus gets "live", "down". Every tab shares one stream,
+// held by a SharedWorker (stream-worker.js), so however many tabs are
+// open, the browser's connections to the platform stay free for the
+// API; where there is no SharedWorker (some mobile browsers) the tab
+// opens its own. Either way EventSource reconnects by itself and
+// resumes after the last event id it saw.
+export function stream(tenant, onEvent, onStatus) {
+  if (typeof SharedWorker === "function") {
+    try {
+      const port = new SharedWorker("/admin/static/stream-worker.js", { name: "opsmcp-flow-stream", type: "classic" }).port;
+      port.onmessage = (m) => {
+        const d = m.data || {};
+        if (d.status) onStatus(d.status === "live" ? "live" : "down");
+        else if (d.kind === "flow") onEvent("flow", d.flow);
+        else if (d.kind === "reset") onEvent("reset");
+      };
+      port.postMessage({ subscribe: true, tenant });
+      const stop = () => {
+        removeEventListener("pagehide", stop);
+        port.postMessage({ unsubscribe: true });
+        port.close();
+      };
+      addEventListener("pagehide", stop);
+      return stop;
+    } catch { /* the tab's own stream, below */ }
+  }
+  const es = new EventSource("/api/v1/flows/stream" + (tenant ? "?tenant=" + encodeURIComponent(tenant) : ""));
   es.addEventListener("open", () => onStatus("live"));
   es.addEventListener("error", () => onStatus("down"));
   es.addEventListener("flow", (e) => { try { onEvent("flow", JSON.parse(e.data)); } catch { /* ignore a bad event */ } });

@@ -38,6 +38,18 @@ function time(iso) {
   return h("time", { class: "muted", datetime: iso, title: exact(iso) }, clock(iso, { ms: true }));
 }
 
+// breakdown says where a round's server time went: the token's check,
+// opening the inbound state, the webhook, sealing the outbound state,
+// and the rest (reading, deciding, writing the answer).
+function breakdown(r) {
+  const parts = [["token", r.authUs], ["state", r.openUs], ["webhook", r.webhook ? r.webhook.durationUs ?? r.webhook.durationMs * 1000 : 0], ["seal", r.sealUs]]
+    .filter(([, us]) => us > 0);
+  if (!parts.length) return null;
+  const rest = r.serverUs - parts.reduce((a, [, us]) => a + us, 0);
+  if (rest > 0) parts.push(["other", rest]);
+  return h("span", { class: "breakdown" }, " (" + parts.map(([k, us]) => `${k} ${duration(us / 1000)}`).join(" · ") + ")");
+}
+
 // answersOf says how each question was answered: the actions alone, or,
 // for a tenant that records answers, the answers in a disclosure.
 function answersOf(answers) {
@@ -87,7 +99,7 @@ function roundItem(r, flow) {
     h("h3", {}, title, time(r.arrivedAt)),
     r.cause ? h("div", { class: "cause", role: "note" }, r.cause, h("span", { class: "sub" }, " (" + r.errorClass + ")")) : null,
     h("div", { class: "meta" },
-      h("span", {}, "served in " + duration(r.serverMs)),
+      h("span", { title: "where the server time went" }, "served in " + duration(r.serverMs), breakdown(r)),
       h("span", {}, "replica " + (r.replica || "?")),
       r.keyIn ? h("span", {}, "state verified by key ", h("span", { class: "mono" }, r.keyIn)) : null,
       r.keyOut ? h("span", {}, "next state sealed by ", h("span", { class: "mono" }, r.keyOut)) : null,
@@ -176,7 +188,7 @@ export default async function flowPage(ctx, id) {
 
   await load();
   if (!flow) return;
-  const stop = stream("tenant=" + encodeURIComponent(flow.tenant), (kind, f) => {
+  const stop = stream(flow.tenant, (kind, f) => {
     if (kind === "reset" || f?.id === id) load();
   }, () => {});
   ctx.onLeave(stop);

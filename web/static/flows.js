@@ -325,7 +325,7 @@ export default async function flowsPage(ctx) {
   });
 
   await reload();
-  const stop = stream(f.tenant ? "tenant=" + encodeURIComponent(f.tenant) : "", (kind, flow) => {
+  const stop = stream(f.tenant, (kind, flow) => {
     if (kind === "reset") { if (!paused) reload(); return; }
     if (paused) { held.set(flow.id, flow); setLive(linkState); return; }
     apply(flow);
