@@ -708,9 +708,13 @@ func (s *Server) streamFlows(c *gin.Context) {
 	}
 }
 
+// activityWindow is the window of the overview's rates.
+const activityWindow = time.Hour
+
 // overview answers GET /overview: for every tenant the caller may see,
-// its catalogue's size by kind and its flows by state, in one read (the
-// UI's tenants page).
+// its catalogue's size by kind, its calls by state, and over the last
+// hour its calls a minute, failure rate and p95 round time, with what
+// waits on its people now (the UI's tenants page).
 func (s *Server) overview(c *gin.Context) {
 	ctx := c.Request.Context()
 	visible, err := s.visibleTenants(c)
@@ -728,9 +732,25 @@ func (s *Server) overview(c *gin.Context) {
 		s.storeProblem(c, err)
 		return
 	}
+	act, err := s.opts.Record.Activity(ctx, time.Now().Add(-activityWindow))
+	if err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	type activityView struct {
+		Window         string     `json:"window"`
+		Calls          int64      `json:"calls"`
+		CallsPerMinute float64    `json:"callsPerMinute"`
+		Failed         int64      `json:"failed"`
+		FailureRate    float64    `json:"failureRate"`
+		P95RoundMS     float64    `json:"p95RoundMs"`
+		Waiting        int64      `json:"waiting"`
+		OldestWaiting  *time.Time `json:"oldestWaitingSince,omitempty"`
+	}
 	type tenantCounts struct {
 		Catalogue map[string]int64 `json:"catalogue"`
 		Flows     map[string]int64 `json:"flows"`
+		Activity  activityView     `json:"activity"`
 	}
 	out := map[string]tenantCounts{}
 	ids := make([]string, 0, len(items)+len(flows))
@@ -749,7 +769,16 @@ func (s *Server) overview(c *gin.Context) {
 		if visible != nil && !slices.Contains(visible, id) {
 			continue
 		}
-		tc := tenantCounts{Catalogue: items[id], Flows: flows[id]}
+		tc := tenantCounts{Catalogue: items[id], Flows: flows[id], Activity: activityView{Window: activityWindow.String()}}
+		if a := act[id]; a != nil {
+			v := &tc.Activity
+			v.Calls, v.Failed, v.Waiting, v.OldestWaiting = a.Calls, a.Failed, a.Waiting, a.OldestWaiting
+			v.CallsPerMinute = float64(a.Calls) / activityWindow.Minutes()
+			if a.Calls > 0 {
+				v.FailureRate = float64(a.Failed) / float64(a.Calls)
+			}
+			v.P95RoundMS = float64(a.P95RoundUS) / 1000
+		}
 		if tc.Catalogue == nil {
 			tc.Catalogue = map[string]int64{}
 		}

@@ -36,6 +36,7 @@ type FlowRecord interface {
 	IDs(ctx context.Context, f record.Filter, limit int) ([]record.Flow, error)
 	Get(ctx context.Context, flowID string) (*record.Flow, []record.Round, error)
 	CountsByTenant(ctx context.Context) (map[string]map[string]int64, error)
+	Activity(ctx context.Context, since time.Time) (map[string]*record.Activity, error)
 }
 
 // TokenStore keeps API tokens, hashed.

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +23,8 @@ type webhookFacts struct {
 	Failed     bool   `json:"failed,omitempty"`
 	Status     int    `json:"status,omitempty"`
 	DurationMS int64  `json:"durationMs"`
+	DurationUS int64  `json:"durationUs"`
+	Detail     string `json:"detail,omitempty"`
 }
 
 // principalFacts is who called, as the record keeps it (the reference encoding's shape) (never a token).
@@ -73,7 +76,8 @@ func referenceDocuments(t *testing.T, rd *endpoint.Round) (asked, principal, cli
 	client = decode(endpoint.ClientInfo{Name: jsontext.Text(rd.Client.Name), Version: jsontext.Text(rd.Client.Version)})
 	if wh := rd.Webhook; wh != nil {
 		webhook = decode(webhookFacts{Kind: jsontext.Text(wh.Kind), Outcome: jsontext.Text(wh.Outcome), Failed: wh.Failed,
-			Status: wh.Status, DurationMS: wh.Duration.Milliseconds()})
+			Status: wh.Status, DurationMS: wh.Duration.Milliseconds(), DurationUS: wh.Duration.Microseconds(),
+			Detail: jsontext.Text(bounded.String(wh.Detail, maxCause))})
 	}
 	return asked, principal, client, webhook
 }
@@ -106,7 +110,7 @@ func TestRoundDocumentsReadBackAsEncodingJSONWritesThem(t *testing.T) {
 				"m-sampling": {Method: "sampling/createMessage", Params: json.RawMessage(`{"messages":[{"role":"user","content":{"type":"text","text":"Summarise"}}],"maxTokens":100}`)},
 				"b-roots":    {Method: "roots/list", Params: json.RawMessage(`{}`)},
 			},
-			Webhook: &endpoint.WebhookCall{Kind: "prompt", Outcome: "timeout", Failed: true},
+			Webhook: &endpoint.WebhookCall{Kind: "prompt", Outcome: "timeout", Failed: true, Detail: "timeout after 10s \"quoted\" \x00 " + strings.Repeat("é", 400)},
 		},
 	}
 	for name, rd := range cases {

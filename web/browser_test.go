@@ -159,7 +159,7 @@ func TestAdminsWatchFlowsLiveAndCancelThem(t *testing.T) {
 	if strings.Contains(timeline, "us-east-1\"") || strings.Contains(timeline, "Answers") {
 		t.Errorf("the timeline shows an answer's content:\n%s", timeline)
 	}
-	browsertest.Screenshot(t, admin, "ui", "flow")
+	checkLayout(t, admin, "flow")
 
 	// Cancel with a reason; the client's next round is refused.
 	browsertest.Do(t, admin, "cancel the flow",
@@ -183,10 +183,17 @@ func TestAdminsWatchFlowsLiveAndCancelThem(t *testing.T) {
 	browsertest.Do(t, admin, "open the tenants page",
 		chromedp.Click(browsertest.CSS(`a[data-section="tenants"]`)),
 		chromedp.WaitVisible(browsertest.CSS(`tr[data-slug="globex"]`)))
-	if got := browsertest.Value(t, admin, "read globex's waiting count", chromedp.Text(browsertest.CSS(`tr[data-slug="globex"] td:nth-child(6)`))); !strings.Contains(got, "1") {
+	if got := browsertest.Value(t, admin, "read globex's waiting count", chromedp.Text(browsertest.CSS(`tr[data-slug="globex"] td.c-waiting`))); !strings.Contains(got, "1") {
 		t.Fatalf("globex waiting: %q", got)
 	}
-	browsertest.Screenshot(t, admin, "ui", "tenants")
+	// acme's last hour: four calls (a completed flow, a cancelled one,
+	// and so on), none failed; its rate links to its calls.
+	acme := browsertest.Value(t, admin, "read acme's figures", chromedp.Evaluate[[]string](
+		`[...document.querySelectorAll('tr[data-slug="acme"] td.num')].map(td => td.textContent)`))
+	if len(acme) != 5 || acme[0] == "0" || acme[1] != "0%" || acme[2] == "–" {
+		t.Fatalf("acme's overview figures (calls/min, failing, p95, waiting, oldest): %q", acme)
+	}
+	checkLayout(t, admin, "tenants")
 	browsertest.Do(t, admin, "rotate acme's keys",
 		chromedp.Navigate(p.URL+"/admin/keys?tenant=acme"),
 		chromedp.WaitVisible(browsertest.CSS(`table[aria-label="Keys of acme"] tbody tr`)),
@@ -194,10 +201,11 @@ func TestAdminsWatchFlowsLiveAndCancelThem(t *testing.T) {
 		chromedp.WaitVisible(browsertest.CSS(`dialog button[type="submit"]`)),
 		chromedp.Click(browsertest.CSS(`dialog button[type="submit"]`)),
 		browsertest.Until(`document.querySelectorAll('table[aria-label="Keys of acme"] tbody tr').length === 2`))
-	browsertest.Screenshot(t, admin, "ui", "keys")
+	checkLayout(t, admin, "keys")
 	browsertest.Do(t, admin, "open the audit log",
 		chromedp.Click(browsertest.CSS(`a[data-section="audit"]`)),
 		browsertest.Until(fmt.Sprintf(`document.querySelector("main").textContent.includes(%q)`, flowID)))
+	checkLayout(t, admin, "audit")
 
 	// A tenant admin sees only their tenant's flows.
 	tenantAdmin := newBrowser()

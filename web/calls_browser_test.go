@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"strings"
@@ -18,7 +19,8 @@ import (
 // layoutHolds is a script that reports what of the page does not fit
 // the window: the page wider than it, a table column narrower than its
 // header's first word, a visible cell of the flow list narrower than
-// its content's first word. "" when everything fits.
+// its content's first word, a number or a badge cut short anywhere (they
+// are never ellipsized). "" when everything fits.
 const layoutHolds = `(() => {
   const bad = [];
   if (document.documentElement.scrollWidth > window.innerWidth + 1) bad.push("page " + document.documentElement.scrollWidth + "px wide in a " + window.innerWidth + "px window");
@@ -44,8 +46,26 @@ const layoutHolds = `(() => {
     const need = firstWord(el);
     if (need > room + 1) bad.push((el.tagName === "TH" ? "column " : "cell ") + JSON.stringify(el.textContent.trim().slice(0, 30)) + " " + Math.round(room) + "px for a " + Math.round(need) + "px word");
   }
+  for (const el of document.querySelectorAll("table.grid td")) {
+    if (el.offsetParent === null || !(el.classList.contains("num") || el.querySelector(".badge"))) continue;
+    if (el.scrollWidth > el.clientWidth + 1) bad.push("cut short: " + JSON.stringify(el.textContent.trim().slice(0, 30)) + " needs " + el.scrollWidth + "px of " + el.clientWidth);
+  }
   return bad.join("; ");
 })()`
+
+// checkLayout lays the page out at a phone's width and a desktop's,
+// fails on what does not fit at either (layoutHolds), and shoots both.
+func checkLayout(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	for _, w := range []int64{390, 1400} {
+		browsertest.Do(t, ctx, fmt.Sprintf("lay out %s at %d px", name, w), chromedp.EmulateViewport(w, 900),
+			browsertest.Until(`new Promise(r => requestAnimationFrame(() => r(true)))`))
+		if hold := browsertest.Value(t, ctx, fmt.Sprintf("check %s at %d px", name, w), chromedp.Evaluate[string](layoutHolds)); hold != "" {
+			t.Errorf("%s at %d px: %s", name, w, hold)
+		}
+	}
+	browsertest.ScreenshotWidths(t, ctx, "ui", name, 390, 1400)
+}
 
 func TestAOneRoundCallToADeadWebhookAppearsLiveWithItsCause(t *testing.T) {
 	op := oidctest.Start(t)
@@ -94,10 +114,7 @@ func TestAOneRoundCallToADeadWebhookAppearsLiveWithItsCause(t *testing.T) {
 			t.Errorf("the call's page lacks %q:\n%s", want, page)
 		}
 	}
-	if hold := browsertest.Value(t, admin, "check the call's page at 1400 px", chromedp.Evaluate[string](layoutHolds)); hold != "" {
-		t.Errorf("at 1400 px: %s", hold)
-	}
-	browsertest.ScreenshotWidths(t, admin, "ui", "call-failed", 390, 1400)
+	checkLayout(t, admin, "call-failed")
 
 	// Search by prefix, in the URL and the box: the target's start, then
 	// a flow id's.
@@ -123,14 +140,7 @@ func TestAOneRoundCallToADeadWebhookAppearsLiveWithItsCause(t *testing.T) {
 	browsertest.Do(t, admin, "filter acme's multi-round flows",
 		chromedp.Navigate(p.URL+"/admin/flows?tenant=acme&kind=flow"),
 		browsertest.Until(`document.querySelectorAll("tbody tr").length === 3`))
-	for _, w := range []int64{390, 1400} {
-		browsertest.Do(t, admin, fmt.Sprintf("lay out at %d px", w), chromedp.EmulateViewport(w, 900),
-			browsertest.Until(`new Promise(r => requestAnimationFrame(() => r(true)))`))
-		if hold := browsertest.Value(t, admin, fmt.Sprintf("check the list at %d px", w), chromedp.Evaluate[string](layoutHolds)); hold != "" {
-			t.Errorf("the flow list at %d px: %s", w, hold)
-		}
-	}
-	browsertest.ScreenshotWidths(t, admin, "ui", "flows-filtered", 390, 1400)
+	checkLayout(t, admin, "flows-filtered")
 	browsertest.Do(t, admin, "preview the bulk cancel",
 		chromedp.Click(browsertest.CSS(`button.danger`)),
 		chromedp.WaitVisible(browsertest.CSS(`dialog textarea`)))

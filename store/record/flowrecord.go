@@ -779,6 +779,112 @@ func (s *Record) CountsByTenant(ctx context.Context) (map[string]map[string]int6
 	return out, nil
 }
 
+// Activity is what a tenant's calls did over a window, and what waits
+// on its people now.
+type Activity struct {
+	// Calls changed within the window, and those of them failed or
+	// refused.
+	Calls, Failed int64
+	// P95RoundUS is the 95th percentile of its calls' mean server time a
+	// round, in µs (of at most activitySample calls of the window).
+	P95RoundUS int64
+	// Waiting are its flows awaiting input now, the oldest since
+	// OldestWaiting.
+	Waiting       int64
+	OldestWaiting *time.Time
+}
+
+// activitySample bounds the calls read for the percentiles: the most
+// recent ones of the window, across tenants.
+const activitySample = 50_000
+
+// Activity reads, by tenant id, what calls did since since (their last
+// change) and what waits now. Three reads, each served by an index: the
+// counts by state, the server times of the most recent calls, the flows
+// waiting (a partial index).
+func (s *Record) Activity(ctx context.Context, since time.Time) (map[string]*Activity, error) {
+	out := map[string]*Activity{}
+	of := func(id string) *Activity {
+		a := out[id]
+		if a == nil {
+			a = &Activity{}
+			out[id] = a
+		}
+		return a
+	}
+	db := s.db.WithContext(ctx)
+	var counts []struct {
+		TenantID, State string
+		N               int64
+	}
+	if err := db.Model(&Flow{}).Select("tenant_id, state, COUNT(*) AS n").Where("updated_at >= ?", since.UTC()).
+		Group("tenant_id, state").Scan(&counts).Error; err != nil {
+		return nil, fmt.Errorf("count recent calls: %w", err)
+	}
+	for _, c := range counts {
+		a := of(c.TenantID)
+		a.Calls += c.N
+		if c.State == Failed || c.State == Rejected {
+			a.Failed += c.N
+		}
+	}
+	var times []struct {
+		TenantID string
+		ServerUS int64
+		Rounds   int64
+	}
+	if err := db.Model(&Flow{}).Select("tenant_id, server_us, rounds").Where("updated_at >= ?", since.UTC()).
+		Order("updated_at DESC").Limit(activitySample).Scan(&times).Error; err != nil {
+		return nil, fmt.Errorf("read recent calls' times: %w", err)
+	}
+	per := map[string][]int64{}
+	for _, t := range times {
+		per[t.TenantID] = append(per[t.TenantID], t.ServerUS/max(t.Rounds, 1))
+	}
+	for id, us := range per {
+		slices.Sort(us)
+		of(id).P95RoundUS = us[(len(us)*95+99)/100-1]
+	}
+	rows, err := db.Model(&Flow{}).Select("tenant_id, COUNT(*), MIN(waiting_since)").Where("state = ?", AwaitingInput).
+		Group("tenant_id").Rows()
+	if err != nil {
+		return nil, fmt.Errorf("count waiting flows: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var n int64
+		var oldest any // a time on PostgreSQL; SQLite's MIN has no declared type, so text
+		if err := rows.Scan(&id, &n, &oldest); err != nil {
+			return nil, fmt.Errorf("count waiting flows: %w", err)
+		}
+		a := of(id)
+		a.Waiting, a.OldestWaiting = n, timeValue(oldest)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count waiting flows: %w", err)
+	}
+	return out, nil
+}
+
+// timeValue reads a time an aggregate returned: a time.Time, or the
+// text SQLite keeps times as; nil for anything else.
+func timeValue(v any) *time.Time {
+	switch t := v.(type) {
+	case time.Time:
+		return &t
+	case []byte:
+		return timeValue(string(t))
+	case string:
+		for _, layout := range []string{time.RFC3339Nano, "2006-01-02 15:04:05.999999999-07:00", "2006-01-02 15:04:05.999999999"} {
+			if p, err := time.Parse(layout, t); err == nil {
+				return &p
+			}
+		}
+	}
+	return nil
+}
+
 // Ping checks that the record's database answers.
 func (s *Record) Ping(ctx context.Context) error {
 	sqlDB, err := s.db.DB()

@@ -499,3 +499,57 @@ func TestEachTenantKeepsItsCallsForItsOwnRetention(t *testing.T) {
 		})
 	}
 }
+
+func TestActivitySaysWhatEachTenantsCallsDidAndWhatWaits(t *testing.T) {
+	ctx := context.Background()
+	for _, d := range platformtest.Dialects() {
+		t.Run(d.Name, func(t *testing.T) {
+			st := platformtest.Store(t, d.New(t)).Record()
+			now := time.Now().UTC().Truncate(time.Millisecond)
+			var writes []record.RoundWrite
+			add := func(id, tenant, state string, at time.Time, serverUS int64) {
+				w := round(id, 1, state, at)
+				w.Flow.TenantID, w.Round.ServerUS = tenant, serverUS
+				writes = append(writes, w)
+			}
+			// t1: 20 calls in the hour, 1 to 20 ms each, 3 failed or refused,
+			// 2 waiting (the oldest 40 minutes); one call from yesterday.
+			for i := 1; i <= 20; i++ {
+				state := record.Completed
+				switch i {
+				case 3, 7:
+					state = record.Failed
+				case 11:
+					state = record.Rejected
+				case 19, 20:
+					state = record.AwaitingInput
+				}
+				at := now.Add(-time.Duration(i) * time.Minute)
+				if i == 20 {
+					at = now.Add(-40 * time.Minute)
+				}
+				add(fmt.Sprintf("fl_t1_%02d", i), "t1", state, at, int64(i)*1000)
+			}
+			add("fl_t1_old", "t1", record.Failed, now.Add(-24*time.Hour), 999_000)
+			// t2: nothing recent.
+			add("fl_t2_old", "t2", record.Completed, now.Add(-3*time.Hour), 5000)
+			if _, err := st.WriteRounds(ctx, writes); err != nil {
+				t.Fatal(err)
+			}
+			act, err := st.Activity(ctx, now.Add(-time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := act["t1"]
+			if a == nil || a.Calls != 20 || a.Failed != 3 || a.Waiting != 2 || a.P95RoundUS != 19_000 {
+				t.Fatalf("t1: %+v", a)
+			}
+			if a.OldestWaiting == nil || !a.OldestWaiting.Equal(now.Add(-40*time.Minute)) {
+				t.Fatalf("t1's oldest wait %v; want %v", a.OldestWaiting, now.Add(-40*time.Minute))
+			}
+			if b := act["t2"]; b != nil && (b.Calls != 0 || b.Waiting != 0) {
+				t.Fatalf("t2, quiet for hours: %+v", b)
+			}
+		})
+	}
+}

@@ -121,7 +121,18 @@ export default async function flowPage(ctx, id) {
   main.append(h("p", {}, h("a", { href: "/admin/flows", "data-link": true }, "← Flows")), head, facts, h("h2", {}, "Rounds"), timeline);
 
   let flow;
-  async function load() {
+  // Reads one at a time, the last asked for last: an answer never lands
+  // over a newer one.
+  let inFlight = null, again = false;
+  function load() {
+    if (inFlight) { again = true; return inFlight; }
+    inFlight = read().finally(() => {
+      inFlight = null;
+      if (again) { again = false; load(); }
+    });
+    return inFlight;
+  }
+  async function read() {
     let data;
     try {
       data = await api(`/flows/${encodeURIComponent(id)}`);
@@ -188,8 +199,14 @@ export default async function flowPage(ctx, id) {
 
   await load();
   if (!flow) return;
+  // Read again whenever the stream becomes live: a change between the
+  // first read and the stream's start came on neither.
+  let wasLive = false;
   const stop = stream(flow.tenant, (kind, f) => {
     if (kind === "reset" || f?.id === id) load();
-  }, () => {});
+  }, (s) => {
+    if (s === "live" && !wasLive) load();
+    wasLive = s === "live";
+  });
   ctx.onLeave(stop);
 }

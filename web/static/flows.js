@@ -256,8 +256,14 @@ export default async function flowsPage(ctx) {
     status.replaceChildren(rows.size ? "" : empty("No flows match these filters."));
   }
 
+  // A reload's answer may be older than changes the stream delivered
+  // while it was on its way: those are held, and applied over it.
+  let loading = 0;
+  const during = [];
   async function reload() {
+    loading++;
     try { await load(false); } catch (err) { status.replaceChildren(errorBox(err)); }
+    if (--loading === 0) for (const flow of during.splice(0)) apply(flow);
   }
 
   let countsTimer;
@@ -325,11 +331,21 @@ export default async function flowsPage(ctx) {
   });
 
   await reload();
+  let wasLive = false;
   const stop = stream(f.tenant, (kind, flow) => {
     if (kind === "reset") { if (!paused) reload(); return; }
     if (paused) { held.set(flow.id, flow); setLive(linkState); return; }
+    if (loading) { during.push(flow); return; }
     apply(flow);
-  }, (s) => { linkState = s; setLive(s); });
+  }, (s) => {
+    linkState = s;
+    setLive(s);
+    // The list was read before the stream was live: what changed in
+    // between came on neither. Read it again once the stream is live
+    // (and after each time it was down), so no change falls between.
+    if (s === "live" && !wasLive && !paused) reload();
+    wasLive = s === "live";
+  });
 
   more.addEventListener("click", () => load(true).catch((err) => status.replaceChildren(errorBox(err))));
 

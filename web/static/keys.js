@@ -2,7 +2,7 @@
 // phase and next transition; rotate now, or revoke a key in an
 // emergency (typing its id to confirm).
 import { api } from "./api.js";
-import { h, clock, duration, confirmDialog, toast, errorBox, empty } from "./ui.js";
+import { h, clock, duration, confirmDialog, toast, errorBox, empty, stacked } from "./ui.js";
 
 export default async function keysPage(ctx) {
   const { main } = ctx;
@@ -43,12 +43,12 @@ export default async function keysPage(ctx) {
         h("dt", {}, "Propagation margin"), h("dd", {}, duration(v.propagationMarginSeconds * 1000)))),
       h("div", { class: "bar" }, h("h2", {}, "Keys"), h("span", { class: "spacer" }),
         may ? h("button", { type: "button", class: "primary", onclick: rotate }, "Rotate now") : null),
-      h("table", { class: "grid", "aria-label": "Keys of " + slug },
+      stacked(h("table", { class: "grid", "aria-label": "Keys of " + slug },
         h("colgroup", {}, h("col", { style: "width:22%" }), h("col", { style: "width:14%" }), h("col", { style: "width:14%" }), h("col", {}), h("col", { style: "width:120px" })),
         h("thead", {}, h("tr", {}, h("th", {}, "Key"), h("th", {}, "Kind"), h("th", {}, "State"), h("th", {}, "Created"), h("th", {}, ""))),
         h("tbody", {}, (v.keys || []).map((k) => h("tr", {},
           h("td", { class: "mono" }, k.id), h("td", {}, k.kind), h("td", {}, k.state), h("td", {}, clock(k.created || k.createdAt)),
-          h("td", {}, may ? h("button", { type: "button", class: "danger", onclick: () => revoke(k.id) }, "Revoke…") : null))))));
+          h("td", {}, may ? h("button", { type: "button", class: "danger", onclick: () => revoke(k.id) }, "Revoke…") : null)))))));
   }
 
   async function rotate() {

@@ -154,3 +154,15 @@ export function empty(text) { return h("div", { class: "empty" }, text); }
 export function shortIssuer(iss) {
   try { return new URL(iss).host; } catch { return iss || ""; }
 }
+
+// stacked marks a table whose rows become labelled blocks on a phone
+// (app.css, table.grid.stack): each cell is labelled with its column's
+// header. Call it once the rows are in, and after adding rows.
+export function stacked(table) {
+  table.classList.add("stack");
+  const heads = [...table.tHead.rows[0].cells].map((th) => th.textContent.trim());
+  for (const tr of table.tBodies[0].rows) {
+    [...tr.cells].forEach((td, i) => { if (heads[i] && td.colSpan === 1) td.dataset.label = heads[i]; });
+  }
+  return table;
+}
