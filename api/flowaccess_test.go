@@ -179,3 +179,63 @@ func TestABulkCancelIsAuditedAgainstEveryTenantItTouched(t *testing.T) {
 		}
 	})
 }
+
+func TestTheFleetsKeyRingsCountFlowsInFlightUnderEachKeyForThoseWhoMaySee(t *testing.T) {
+	p := platformtest.Start(t, platformtest.SQLiteURL(t), platformtest.WithConfig(func(c *config.Config) {
+		c.Keys.Provider, c.Keys.MasterKey = "local", "b3BzbWNwLXRlc3QtbWFzdGVyLWtleS0wMDAwMDAwMDE="
+	}))
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"type":"input_required","inputRequests":{"ok":{"method":"elicitation/create","params":{"mode":"form","message":"Sure?","requestedSchema":{"type":"object","properties":{}}}}},"state":"s"}`)
+	}))
+	t.Cleanup(hook.Close)
+	meta := platformtest.Meta(map[string]any{"elicitation": map[string]any{"form": map[string]any{}}})
+	for slug, n := range map[string]int{"alpha": 2, "beta": 1} {
+		p.Tenant(t, slug)
+		p.Tool(t, slug, map[string]any{"name": "deploy", "inputSchema": map[string]any{"type": "object"}, "handler": map[string]any{"url": hook.URL}})
+		for range n {
+			platformtest.Result(t, p.MCP(t, slug, "tools/call", map[string]any{"name": "deploy", "arguments": map[string]any{}, "_meta": meta}))
+		}
+	}
+	rings := func(token string) map[string]map[string]any {
+		r := as(t, p, token, "GET", "/api/v1/keys", nil)
+		if r.Status != 200 {
+			t.Fatalf("GET /keys: %d %s", r.Status, r.Body)
+		}
+		out := map[string]map[string]any{}
+		for _, it := range r.JSON(t)["items"].([]any) {
+			m := it.(map[string]any)
+			out[m["tenant"].(string)] = m
+		}
+		return out
+	}
+	var all map[string]map[string]any
+	testwait.Until(t, "the flows in flight are not counted under their keys", func() bool {
+		all = rings(platformtest.AdminToken)
+		total := func(slug string) (n float64) {
+			for _, v := range all[slug]["inFlight"].(map[string]any) {
+				n += v.(float64)
+			}
+			return n
+		}
+		return total("alpha") == 2 && total("beta") == 1
+	})
+	for _, slug := range []string{"alpha", "beta"} {
+		ring, _ := all[slug]["ring"].(map[string]any)
+		keysOf, _ := ring["keys"].([]any)
+		if len(keysOf) == 0 || ring["phase"] == nil {
+			t.Fatalf("%s's ring: %v", slug, all[slug])
+		}
+		current := keysOf[0].(map[string]any)["id"].(string)
+		if all[slug]["inFlight"].(map[string]any)[current] == nil {
+			t.Fatalf("%s's flows are not under its key %s: %v", slug, current, all[slug]["inFlight"])
+		}
+	}
+	// A tenant admin sees its own tenant's ring only; a viewer sees all.
+	if mine := rings(mintToken(t, p, "tenant-admin", "beta")); len(mine) != 1 || mine["beta"] == nil {
+		t.Fatalf("a tenant admin of beta sees rings of %v", mine)
+	}
+	if seen := rings(mintToken(t, p, "viewer")); len(seen) != 2 {
+		t.Fatalf("a viewer sees rings of %v", seen)
+	}
+}

@@ -136,6 +136,7 @@ func (h itemHandlers) create(c *gin.Context) {
 		return
 	}
 	h.s.changed(c)
+	c.Set(auditObject, string(h.k.kind)+" "+it.Name) // the path names none: the item is new
 	h.s.log.Info("catalogue item created", "tenant", c.Param("slug"), "kind", h.k.kind, "name", it.Name, "admin", adminOf(c))
 	setETag(c, it.Version)
 	c.Header("Location", fmt.Sprintf("/api/v1/tenants/%s/%s/%s", c.Param("slug"), h.k.collection, it.Name))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -34,12 +35,73 @@ var probKeyStore = problemKind{"key-store-unavailable", "Key store unavailable",
 // Every change is audit-logged. A read writes nothing, neither a ring
 // nor an audit entry: viewers may read, and a viewer causes no writes.
 func (s *Server) registerKeys(v1 gin.IRouter) {
+	v1.GET("/keys", s.fleetKeys)
 	g := v1.Group("/tenants/:slug/keys")
 	g.GET("", s.showKeys)
 	g.POST("", s.createKeys)
 	g.PATCH("", s.updateKeys)
 	g.POST("/rotate", s.rotateKeys)
 	g.POST("/:key/revoke", s.revokeKey)
+}
+
+// maxFleetRings bounds the rings one fleet view reads.
+const maxFleetRings = 500
+
+// fleetKeys answers GET /keys: every ring of the tenants the caller may
+// see, its phase and next transition, and the flows in flight under
+// each of its keys (what retiring or revoking the key would touch). A
+// tenant without a ring is listed with none; one whose ring cannot be
+// read now, with the reason.
+func (s *Server) fleetKeys(c *gin.Context) {
+	if s.opts.Keys == nil {
+		writeProblem(c, probNotFound.with("per-tenant key rings are not enabled on this server (keys-provider is static)"))
+		return
+	}
+	ctx := c.Request.Context()
+	visible, err := s.visibleTenants(c)
+	if err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	tenants, err := s.opts.Tenants.List(ctx, "", maxFleetRings)
+	if err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	inFlight, err := s.opts.Record.InFlightByKey(ctx)
+	if err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	type ringView struct {
+		Tenant   string           `json:"tenant"`
+		Ring     *keys.View       `json:"ring,omitempty"`
+		Problem  string           `json:"problem,omitempty"`
+		InFlight map[string]int64 `json:"inFlight"`
+	}
+	items := []ringView{}
+	for _, t := range tenants {
+		if visible != nil && !slices.Contains(visible, t.ID) {
+			continue
+		}
+		rv := ringView{Tenant: t.Slug, InFlight: inFlight[t.ID]}
+		if rv.InFlight == nil {
+			rv.InFlight = map[string]int64{}
+		}
+		v, err := s.opts.Keys.Show(ctx, t.ID)
+		switch {
+		case err == nil:
+			rv.Ring = v
+		case errors.Is(err, keys.ErrNoRing):
+			rv.Problem = "no ring yet"
+		default:
+			s.log.Warn("key ring unreadable for the fleet view", "tenant", t.Slug, "err", err)
+			rv.Problem = "the ring could not be read now"
+		}
+		items = append(items, rv)
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, gin.H{"items": items, "truncated": len(tenants) == maxFleetRings})
 }
 
 // keysTenant is the tenant authorize resolved (so the ring acted on is

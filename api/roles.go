@@ -228,6 +228,10 @@ func (s *Server) authorize(c *gin.Context) {
 	c.Next()
 }
 
+// auditObject is a context key a handler sets to name what it changed
+// when its path does not (a creation names the new object).
+const auditObject = "auditObject"
+
 // audit records every successful change, after it is made, against the
 // tenant's id (and its slug, for display) and the client's address as
 // the trusted proxies report it.
@@ -250,6 +254,9 @@ func (s *Server) audit(c *gin.Context) {
 	}
 	if id := c.Param("id"); id != "" {
 		object = id
+	}
+	if o := c.GetString(auditObject); o != "" {
+		object = o
 	}
 	entry := store.AuditEntry{Actor: admin.Subject, Action: c.Request.Method + " " + c.FullPath(),
 		TenantSlug: c.Param("slug"), Object: object, RemoteAddr: c.ClientIP()}
@@ -356,6 +363,7 @@ func (s *Server) createToken(c *gin.Context) {
 		s.storeProblem(c, err)
 		return
 	}
+	c.Set(auditObject, "token "+t.ID+" ("+t.Name+")")
 	c.JSON(http.StatusCreated, gin.H{"id": t.ID, "name": t.Name, "role": t.Role, "tenants": req.Tenants,
 		"tenantIds": nonNil(t.TenantIDs), "expiresAt": t.ExpiresAt, "token": tok})
 }

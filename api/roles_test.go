@@ -129,10 +129,12 @@ func TestAdminActionsAreAuditedWithWhoWhatWhereAndWhen(t *testing.T) {
 		t.Fatalf("audit entries for acme: %v", entries)
 	}
 	e := entries[0].(map[string]any)
-	if e["actor"] != "bootstrap" || e["action"] != "POST /api/v1/tenants/:slug/tools" || e["tenant"] != "acme" || e["remoteAddr"] != "127.0.0.1" {
+	if e["actor"] != "bootstrap" || e["action"] != "POST /api/v1/tenants/:slug/tools" || e["tenant"] != "acme" || e["remoteAddr"] != "127.0.0.1" ||
+		e["object"] != "tool weather" { // a creation names what it created, though its path does not
 		t.Fatalf("entry %v", e)
 	}
-	if created := entries[1].(map[string]any); created["action"] != "POST /api/v1/tenants" || created["tenant"] != "acme" || created["tenantId"] != e["tenantId"] || e["tenantId"] == nil {
+	if created := entries[1].(map[string]any); created["action"] != "POST /api/v1/tenants" || created["tenant"] != "acme" || created["tenantId"] != e["tenantId"] || e["tenantId"] == nil ||
+		created["object"] != "acme" {
 		t.Fatalf("the tenant's creation is not audited under its id: %v", created)
 	}
 	at, ok := e["at"].(string)

@@ -97,6 +97,7 @@ func (s *Server) createTenant(c *gin.Context) {
 		return
 	}
 	c.Set("tenant", t) // the audit entry names the new tenant
+	c.Set(auditObject, t.Slug)
 	s.log.Info("tenant created", "tenant", t.Slug, "admin", adminOf(c))
 	setETag(c, t.Version)
 	c.Header("Location", "/api/v1/tenants/"+t.Slug)

@@ -201,6 +201,9 @@ func TestAdminsWatchFlowsLiveAndCancelThem(t *testing.T) {
 		chromedp.WaitVisible(browsertest.CSS(`dialog button[type="submit"]`)),
 		chromedp.Click(browsertest.CSS(`dialog button[type="submit"]`)),
 		browsertest.Until(`document.querySelectorAll('table[aria-label="Keys of acme"] tbody tr').length === 2`))
+	// The fleet's rings: globex's one flow waiting is under its key.
+	browsertest.Do(t, admin, "the fleet's rings count the flows in flight under each key",
+		browsertest.Until(`document.querySelector('table[aria-label="Key rings of the fleet"] tr[data-slug="globex"]')?.textContent.includes("· 1")`))
 	checkLayout(t, admin, "keys")
 	browsertest.Do(t, admin, "open the audit log",
 		chromedp.Click(browsertest.CSS(`a[data-section="audit"]`)),

@@ -4,13 +4,17 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/opsmcp/platform/config"
 	"github.com/opsmcp/platform/testkit/browsertest"
+	"github.com/opsmcp/platform/testkit/nodeclient"
 	"github.com/opsmcp/platform/testkit/oidctest"
 	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/testkit/testwait"
@@ -54,7 +58,8 @@ const layoutHolds = `(() => {
 })()`
 
 // checkLayout lays the page out at a phone's width and a desktop's,
-// fails on what does not fit at either (layoutHolds), and shoots both.
+// fails on what does not fit at either (layoutHolds) and on what axe-core
+// finds serious or critical at either, and shoots both.
 func checkLayout(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
 	for _, w := range []int64{390, 1400} {
@@ -63,8 +68,38 @@ func checkLayout(t *testing.T, ctx context.Context, name string) {
 		if hold := browsertest.Value(t, ctx, fmt.Sprintf("check %s at %d px", name, w), chromedp.Evaluate[string](layoutHolds)); hold != "" {
 			t.Errorf("%s at %d px: %s", name, w, hold)
 		}
+		if v := axeViolations(t, ctx); v != "" {
+			t.Errorf("%s at %d px, axe-core: %s", name, w, v)
+		}
 	}
 	browsertest.ScreenshotWidths(t, ctx, "ui", name, 390, 1400)
+}
+
+// axe is axe-core's script, from npm (scripts/ts-sdk axe), read once.
+var axe struct {
+	sync.Once
+	src string
+}
+
+// axeViolations injects axe-core into the page and runs it: its serious
+// and critical violations, each with the elements it names, or "".
+func axeViolations(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	axe.Do(func() {
+		b, err := os.ReadFile(filepath.Join(nodeclient.Packages(t, "OPSMCP_AXE", "axe"), "node_modules", "axe-core", "axe.min.js"))
+		if err != nil {
+			t.Fatalf("axe-core: %v", err)
+		}
+		axe.src = string(b)
+	})
+	if axe.src == "" {
+		t.Fatal("axe-core did not load")
+	}
+	browsertest.Value(t, ctx, "inject axe-core", chromedp.Evaluate[bool](`window.axe ? true : (() => { `+axe.src+`; return true })()`))
+	return browsertest.Value(t, ctx, "run axe-core", chromedp.Evaluate[string](`axe.run(document, { resultTypes: ["violations"] }).then(r =>
+  r.violations.filter(v => v.impact === "serious" || v.impact === "critical")
+    .map(v => v.id + " (" + v.impact + "): " + v.help + " at " + v.nodes.slice(0, 3).map(n => n.target.join(" ")).join(", ")).join("; "))`,
+		chromedp.EvalAwaitPromise))
 }
 
 func TestAOneRoundCallToADeadWebhookAppearsLiveWithItsCause(t *testing.T) {

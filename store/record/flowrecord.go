@@ -885,6 +885,29 @@ func timeValue(v any) *time.Time {
 	return nil
 }
 
+// InFlightByKey counts the flows in flight (awaiting input or running)
+// by tenant id and the key that sealed their current state: what a
+// key's retirement or revocation would touch (served by the partial
+// index of in-flight keys).
+func (s *Record) InFlightByKey(ctx context.Context) (map[string]map[string]int64, error) {
+	var rows []struct {
+		TenantID, KeyID string
+		N               int64
+	}
+	if err := s.db.WithContext(ctx).Model(&Flow{}).Select("tenant_id, key_id, COUNT(*) AS n").
+		Where("state IN ?", []string{AwaitingInput, Running}).Group("tenant_id, key_id").Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("count flows in flight by key: %w", err)
+	}
+	out := map[string]map[string]int64{}
+	for _, r := range rows {
+		if out[r.TenantID] == nil {
+			out[r.TenantID] = map[string]int64{}
+		}
+		out[r.TenantID][r.KeyID] = r.N
+	}
+	return out, nil
+}
+
 // Ping checks that the record's database answers.
 func (s *Record) Ping(ctx context.Context) error {
 	sqlDB, err := s.db.DB()

@@ -1,6 +1,7 @@
-// The Keys page: each tenant's request-state key ring, its rotation
-// phase and next transition; rotate now, or revoke a key in an
-// emergency (typing its id to confirm).
+// The Keys page: across the fleet, every ring's phase and next
+// transition and the flows in flight under each key (linked to them);
+// then one tenant's ring: rotate now, or revoke a key in an emergency
+// (typing its id to confirm).
 import { api } from "./api.js";
 import { h, clock, duration, confirmDialog, toast, errorBox, empty, stacked } from "./ui.js";
 
@@ -10,8 +11,40 @@ export default async function keysPage(ctx) {
   const q = new URLSearchParams(location.search);
   const sel = h("select", { "aria-label": "Tenant" }, list.items.map((t) => h("option", { value: t.slug }, t.slug)));
   const body = h("div");
-  main.append(h("div", { class: "bar" }, h("h1", {}, "Keys"), h("label", { class: "hint" }, "Tenant ", sel)), body);
+  const fleet = h("div");
+  main.append(h("div", { class: "bar" }, h("h1", {}, "Keys")), fleet,
+    h("div", { class: "bar" }, h("h2", {}, "One tenant's ring"), h("label", { class: "hint" }, "Tenant ", sel)), body);
   if (!list.items.length) { body.append(empty("No tenants yet.")); return; }
+  showFleet();
+
+  // showFleet lists every ring: its phase, what comes next and when, and
+  // its keys with the flows in flight under each.
+  async function showFleet() {
+    let data;
+    try { data = await api("/keys"); } catch (err) {
+      fleet.replaceChildren(err.status === 404 ? "" : errorBox(err));
+      return;
+    }
+    const rows = data.items.map((it) => {
+      const r = it.ring;
+      const next = r?.next || {};
+      return h("tr", { dataset: { slug: it.tenant }, onclick: () => { sel.value = it.tenant; sel.dispatchEvent(new Event("change")); } },
+        h("td", {}, h("strong", {}, it.tenant)),
+        h("td", {}, r ? h("span", { class: "kind" }, r.phase) : h("span", { class: "sub" }, it.problem)),
+        h("td", { title: next.at ? new Date(next.at).toLocaleString() : "" }, next.transition ? `${next.transition} in ${duration(Date.parse(next.at) - Date.now())}` : r ? "none scheduled" : ""),
+        h("td", {}, (r?.keys || []).map((k) => {
+          const n = it.inFlight[k.id] || 0;
+          return h("a", { class: "keychip", href: `/admin/flows?key=${encodeURIComponent(k.id)}&state=awaiting_input,running`, "data-link": true,
+            onclick: (e) => e.stopPropagation(), title: `${k.state}: ${n} flow${n === 1 ? "" : "s"} in flight sealed under it` },
+          h("span", { class: "mono" }, k.id), " ", k.state, " · ", h("strong", {}, String(n)));
+        })));
+    });
+    const table = h("table", { class: "grid", "aria-label": "Key rings of the fleet" },
+      h("colgroup", {}, h("col", { style: "width:16%" }), h("col", { style: "width:140px" }), h("col", { style: "width:220px" }), h("col", {})),
+      h("thead", {}, h("tr", {}, h("th", {}, "Tenant"), h("th", {}, "Phase"), h("th", {}, "Next"), h("th", {}, "Keys · flows in flight"))),
+      h("tbody", {}, rows));
+    fleet.replaceChildren(stacked(table), data.truncated ? h("p", { class: "hint" }, "The first 500 tenants.") : "");
+  }
   if (q.get("tenant")) sel.value = q.get("tenant");
   sel.addEventListener("change", () => { history.replaceState(null, "", "/admin/keys?tenant=" + encodeURIComponent(sel.value)); show(); });
 
