@@ -169,6 +169,11 @@ func New(ctx context.Context, opts Options) (*Handler, error) {
 		emit: e.sinks.taskEvent, now: time.Now, catalogue: e.catalogues.lookup, tel: opts.Telemetry, changes: opts.Changes}
 	e.flows.tasks = e.tasks
 	e.flows.consume = opts.Revocations.ConsumeState
+	for _, k := range opts.Sinks {
+		if l, ok := k.(Ledger); ok {
+			e.flows.ledger = l
+		}
+	}
 	if u, err := url.Parse(opts.PublicURL); err == nil {
 		e.publicHost = u.Host
 	}

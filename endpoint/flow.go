@@ -38,6 +38,10 @@ type flowEngine struct {
 	// consume records, fleet-wide, that a round used its request state
 	// (store.ConsumeState): a second use is store.ErrConsumed.
 	consume func(ctx context.Context, tenantID, flowID string, round int, expires time.Time) error
+	// ledger, when the record is on, consumes and settles instead, so the
+	// record knows of the round before the tool runs and of its outcome
+	// before the client does.
+	ledger Ledger
 }
 
 // events receives what happens while a round calls the webhook; the
@@ -136,7 +140,11 @@ func (f *flowEngine) run(ctx context.Context, c *call, rd *Round, ev events) ans
 	}
 	if !offersTask(c, t) {
 		resp, we := f.deliver(ctx, c, t, fl, answers, hookResponses, rd, ev, nil)
-		return f.delivered(ctx, &sealer, c, b, t, fl, rd, resp, we, nil)
+		a := f.delivered(ctx, &sealer, c, b, t, fl, rd, resp, we, nil)
+		if t.onceOnly && fl.number > 1 {
+			f.settle(ctx, c, rd, a)
+		}
+		return a
 	}
 	tk, e := f.tasks.create(ctx, c, t, fl, rd)
 	if e != nil {
@@ -273,7 +281,13 @@ func (f *flowEngine) open(ctx context.Context, sealer *roundSealer, c *call, b m
 // frozen rejection instead of running the tool again. When the record of
 // uses cannot be written the tool does not run either.
 func (f *flowEngine) useOnce(ctx context.Context, c *call, fl *flow, rd *Round) (answer, bool) {
-	err := f.consume(ctx, c.snap.tenantID, fl.id, fl.number, fl.stateExpires)
+	var err error
+	if f.ledger != nil {
+		err = f.ledger.Consume(ctx, rd, fl.stateExpires)
+		rd.consumed = err == nil
+	} else {
+		err = f.consume(ctx, c.snap.tenantID, fl.id, fl.number, fl.stateExpires)
+	}
 	switch {
 	case err == nil:
 		return answer{}, true
@@ -284,6 +298,23 @@ func (f *flowEngine) useOnce(ctx context.Context, c *call, fl *flow, rd *Round) 
 	}
 	f.log.ErrorContext(ctx, "a single-use round could not be recorded; the tool did not run", "tenant", c.snap.slug, "err", err)
 	return failed(newError(http.StatusServiceUnavailable, mcp.CodeInternalError, "The call could not be recorded as used once; try again shortly", nil)), false
+}
+
+// settle writes the outcome of a single-use round to the record before
+// its answer a is written (the ledger's Settle). A write that fails is
+// logged and left to the recorder's queue: the client is told all the
+// same, since the tool ran.
+func (f *flowEngine) settle(ctx context.Context, c *call, rd *Round, a answer) {
+	if f.ledger == nil {
+		return
+	}
+	rd.expect(a)
+	rd.Ended = time.Now()
+	if err := f.ledger.Settle(ctx, rd); err != nil {
+		f.log.WarnContext(ctx, "a single-use round's outcome could not be recorded before its answer; it is queued", "tenant", c.snap.slug, "err", err)
+		return
+	}
+	rd.Settled = true
 }
 
 // rejectionReason is the reason a state was refused, for logs and spans.
@@ -382,7 +413,7 @@ func (f *flowEngine) deliver(ctx context.Context, c *call, t *target, fl *flow, 
 	if t.kind == webhook.KindResource {
 		req.URI = c.uri
 	}
-	if f.running != nil {
+	if f.running != nil && !rd.consumed {
 		f.running(ctx, rd)
 	}
 	start := time.Now()

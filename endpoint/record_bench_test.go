@@ -18,7 +18,9 @@ import (
 // round then also goes to the recorder's queue and into the database in
 // batches, on the same two cores. round=call runs one-round calls (each
 // a row of its own since every call is recorded), round=flow two-round
-// flows. Compare record=off and record=on from
+// flows, round=destructive two-round flows of a destructive tool, whose
+// confirmed round consumes its state either way and, with the record
+// on, writes its running mark with it and its outcome before its answer. Compare record=off and record=on from
 // interleaved runs (./scripts/bench-record); the cost must stay under
 // 3%. BENCH_DB narrows to one database.
 func BenchmarkRecordingThroughput(b *testing.B) {
@@ -27,7 +29,7 @@ func BenchmarkRecordingThroughput(b *testing.B) {
 		dbs = strings.Split(d, ",")
 	}
 	for _, db := range dbs {
-		for _, round := range []string{"call", "flow"} {
+		for _, round := range []string{"call", "flow", "destructive"} {
 			for _, rec := range []string{"off", "on"} {
 				b.Run("db="+db+"/round="+round+"/record="+rec, func(b *testing.B) {
 					url := platformtest.SQLiteURL(b)
@@ -40,11 +42,17 @@ func BenchmarkRecordingThroughput(b *testing.B) {
 					p.Tenant(b, "acme")
 					p.Tool(b, "acme", confirmTool(hook))
 					p.Tool(b, "acme", obj{"name": "ping", "inputSchema": obj{"type": "object"}, "handler": obj{"url": hook}})
+					drop := confirmTool(hook)
+					drop["name"], drop["annotations"] = "drop", obj{"destructiveHint": true}
+					p.Tool(b, "acme", drop)
 					endpoint := p.URL + "/t/acme/mcp"
 					client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 					op, rounds := func() error { return tryFlow(client, endpoint) }, 2
-					if round == "call" {
+					switch round {
+					case "call":
 						op, rounds = func() error { _, err := tryPost(client, endpoint, "ping", pingBody); return err }, 1
+					case "destructive":
+						op = func() error { return tryFlowOf(client, endpoint, "drop") }
 					}
 					if err := op(); err != nil {
 						b.Fatal(err)

@@ -111,6 +111,10 @@ type Round struct {
 	ErrorMessage string
 	// Answered says an answer was written at all.
 	Answered bool
+	// Settled says the record holds the round already: its outcome was
+	// written before its answer (a Ledger's Settle), so a recorder adds
+	// it no second time.
+	Settled bool
 	// TaskID is the task the request created or changed: a tools/call
 	// answered with a task, a tasks/update that took answers, a
 	// tasks/cancel that cancelled.
@@ -126,6 +130,11 @@ type Round struct {
 	// key: accept, decline or cancel for an elicitation, "answered" for
 	// the rest. Set on every round that carried answers; never content.
 	Actions map[string]string
+
+	// consumed says a Ledger consumed the round's state and marked its
+	// flow running already: no running mark is queued behind it, where
+	// it could land after the settled outcome.
+	consumed bool
 
 	// names of the request and flow spans, from the catalogue snapshot
 	// (only registered targets name spans).
@@ -226,6 +235,38 @@ func (r *Round) EndsFlow() bool {
 // (the Round itself may be kept: nothing writes to it afterwards).
 type RoundSink interface {
 	Round(ctx context.Context, r *Round)
+}
+
+// A Ledger is a sink that also records, synchronously, the rounds whose
+// outcome must never be lost: the confirmed round of a destructive or
+// single-use tool. Consume consumes the round's request state fleet-wide
+// (store.ErrConsumed when it was consumed before) and, in the same
+// write, marks its flow running, before the webhook is called; Settle
+// writes the round's outcome before its answer is written. A replica
+// lost in between leaves the flow running in the record: whether the
+// tool ran always has an answer. These are the one exception to
+// recording never holding up serving.
+type Ledger interface {
+	Consume(ctx context.Context, r *Round, expires time.Time) error
+	Settle(ctx context.Context, r *Round) error
+}
+
+// expect fills r with what the answer a is about to say (the result
+// type, the error), before it is written: what a Ledger settles.
+func (r *Round) expect(a answer) {
+	switch {
+	case a.err != nil:
+		r.ErrorCode, r.ErrorMessage = a.err.Code, a.err.Message
+	case a.inputRequired != nil:
+		r.ResultType = mcp.ResultTypeInputRequired
+	case a.task:
+		r.ResultType = mcp.ResultTypeTask
+	case a.complete != nil:
+		r.ResultType, r.ToolError = mcp.ResultTypeComplete, a.toolError
+	default:
+		return // no answer: the client went away
+	}
+	r.Answered = true
 }
 
 // A RunningSink is also told when a round of a multi-round flow (round

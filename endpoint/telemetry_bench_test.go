@@ -260,8 +260,15 @@ const flowMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28
 
 // tryFlow runs one two-round flow of the confirm tool: safe off the
 // benchmark's goroutine.
-func tryFlow(client *http.Client, url string) error {
-	m, err := tryPost(client, url, "confirm", flowFirst)
+func tryFlow(client *http.Client, url string) error { return tryFlowOf(client, url, "confirm") }
+
+// tryFlowOf is tryFlow of another tool with the confirm tool's input.
+func tryFlowOf(client *http.Client, url, tool string) error {
+	first := flowFirst
+	if tool != "confirm" {
+		first = []byte(strings.Replace(string(flowFirst), `"name":"confirm"`, `"name":"`+tool+`"`, 1))
+	}
+	m, err := tryPost(client, url, tool, first)
 	if err != nil {
 		return err
 	}
@@ -270,8 +277,8 @@ func tryFlow(client *http.Client, url string) error {
 	if !ok {
 		return fmt.Errorf("first round: no requestState in %v", m)
 	}
-	retry := []byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"confirm","arguments":{},"inputResponses":{"ok":{"action":"accept","content":{"answer":"yes"}}},"requestState":"` + state + `",` + flowMeta + `}}`)
-	if m, err = tryPost(client, url, "confirm", retry); err != nil {
+	retry := []byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"` + tool + `","arguments":{},"inputResponses":{"ok":{"action":"accept","content":{"answer":"yes"}}},"requestState":"` + state + `",` + flowMeta + `}}`)
+	if m, err = tryPost(client, url, tool, retry); err != nil {
 		return err
 	}
 	if res, _ := m["result"].(map[string]any); res["resultType"] != "complete" {

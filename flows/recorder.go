@@ -2,6 +2,7 @@ package flows
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -59,6 +60,12 @@ type Options struct {
 	// Dropped is told of rounds dropped (a full queue, a failed write),
 	// as they are dropped: a metric.
 	Dropped func(n int64)
+	// Ledger consumes request states and marks their flows running in one
+	// write (store.Store); nil, the recorder is no endpoint.Ledger's
+	// equal (Consume fails).
+	Ledger interface {
+		ConsumeRunning(ctx context.Context, tenantID, flowID string, round int, expires time.Time, rec []byte) error
+	}
 	// Unrecorded is told of each call left out on purpose, by tenant and
 	// why (telemetry.UnrecordedSampled, UnrecordedRefusals): a metric.
 	Unrecorded func(tenant, reason string)
@@ -192,7 +199,7 @@ func (r *Recorder) enqueue(rd *endpoint.Round, running bool) {
 	// of theirs.
 	kind := recordKind(rd, running)
 	switch {
-	case kind == "":
+	case kind == "", rd.Settled:
 		return
 	case refused(rd):
 		if !r.refused.take(rd.TenantID) {
@@ -267,6 +274,40 @@ func (b *refusalBudget) reset() {
 	b.used = nil
 	b.mu.Unlock()
 }
+
+// Consume implements endpoint.Ledger: the round's state is consumed and
+// its flow marked running in one write, before the webhook is called.
+func (r *Recorder) Consume(ctx context.Context, rd *endpoint.Round, expires time.Time) error {
+	if r.opts.Ledger == nil {
+		return errNoLedger
+	}
+	var w record.RoundWrite
+	var docs []byte
+	write(&w, rd, r.opts.Replica, true, &docs)
+	w.Flow.Kind, w.Flow.UpdatedAt = recordKind(rd, true), time.Now()
+	if err := r.opts.Ledger.ConsumeRunning(ctx, rd.TenantID, rd.FlowID, rd.Number, expires, record.EncodeRound(nil, &w)); err != nil {
+		return err
+	}
+	r.committed(ctx)
+	return nil
+}
+
+// Settle implements endpoint.Ledger: the round's outcome is written now,
+// before its answer; Round then skips it.
+func (r *Recorder) Settle(ctx context.Context, rd *endpoint.Round) error {
+	var w record.RoundWrite
+	var docs []byte
+	write(&w, rd, r.opts.Replica, false, &docs)
+	w.Flow.Kind = recordKind(rd, false)
+	if _, err := r.opts.Store.WriteEncoded(ctx, [][]byte{record.EncodeRound(nil, &w)}); err != nil {
+		return err
+	}
+	r.committed(ctx)
+	return nil
+}
+
+// errNoLedger is Consume without Options.Ledger.
+var errNoLedger = errors.New("flow record: no ledger to consume request states in")
 
 // TaskEvent implements endpoint.TaskSink: the event is a round of the
 // task's flow, encoded and queued like any round.

@@ -40,6 +40,7 @@ func startFlows(ctx context.Context, cfg *config.Config, st *store.Store, log *s
 		Written:   watcher.Wake,
 		Dropped:   tel.Metrics().FlowRecordDropped,
 
+		Ledger:            st,
 		Retentions:        retentions(st, log),
 		CallSample:        &cfg.Flows.CallSample,
 		RefusalsPerMinute: refusals,

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
+
+	"github.com/opsmcp/platform/store/record"
 )
 
 // consumedState is a request state a single-use round consumed.
@@ -37,6 +41,34 @@ func (s Revocations) ConsumeState(ctx context.Context, tenantID, flowID string, 
 		return fmt.Errorf("consume request state: %w", err)
 	}
 	return nil
+}
+
+// ConsumeRunning is ConsumeState and the flow record's running mark of
+// the round (rec, a record.EncodeRound record), in one transaction: the
+// record says the tool is about to run exactly when its state is
+// consumed, so a replica lost while the webhook runs leaves the flow
+// running in the record, never silent. ErrConsumed writes neither.
+func (s *Store) ConsumeRunning(ctx context.Context, tenantID, flowID string, round int, expires time.Time, rec []byte) error {
+	first := &record.Statement{
+		SQL:  "INSERT INTO consumed_states (tenant_id, flow_id, round, consumed_at, expires_at) VALUES (?, ?, ?, ?, ?)",
+		Args: []any{tenantID, flowID, round, time.Now().UTC(), expires.UTC()},
+	}
+	_, err := s.Record().WriteEncodedAfter(ctx, first, [][]byte{rec})
+	switch {
+	case err == nil:
+		return nil
+	case uniqueViolation(err):
+		return ErrConsumed
+	}
+	return fmt.Errorf("consume request state: %w", err)
+}
+
+// uniqueViolation reports whether err is a database's refusal of a
+// duplicate key, in either dialect's words.
+func uniqueViolation(err error) bool {
+	var pg *pgconn.PgError
+	return errors.Is(err, gorm.ErrDuplicatedKey) || (errors.As(err, &pg) && pg.Code == "23505") ||
+		strings.Contains(err.Error(), "UNIQUE constraint failed")
 }
 
 // PruneConsumedStates deletes records of states that have expired (a

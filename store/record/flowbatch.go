@@ -209,6 +209,21 @@ func (s *Record) WriteRounds(ctx context.Context, writes []RoundWrite) (int, err
 // late by another replica) adds its round and its times but does not
 // move the state back, and a cancelled flow stays cancelled.
 func (s *Record) WriteEncoded(ctx context.Context, recs [][]byte) (int, error) {
+	return s.WriteEncodedAfter(ctx, nil, recs)
+}
+
+// A Statement is SQL (with ? for its arguments) and its arguments.
+type Statement struct {
+	SQL  string
+	Args []any
+}
+
+// WriteEncodedAfter is WriteEncoded with first run before the rounds,
+// in the same transaction: when first fails (a row it inserts exists),
+// nothing is written, and its error is returned as the database gave
+// it. The store consumes a request state and marks its flow running in
+// one write this way.
+func (s *Record) WriteEncodedAfter(ctx context.Context, first *Statement, recs [][]byte) (int, error) {
 	if len(recs) == 0 {
 		return 0, nil
 	}
@@ -220,9 +235,9 @@ func (s *Record) WriteEncoded(ctx context.Context, recs [][]byte) (int, error) {
 	var n int
 	var err error
 	if s.dialect == sqldb.Postgres {
-		n, err = s.writeBatchPostgres(ctx, recs, bb)
+		n, err = s.writeBatchPostgres(ctx, first, recs, bb)
 	} else {
-		n, err = s.writeBatchSQLite(ctx, recs, bb)
+		n, err = s.writeBatchSQLite(ctx, first, recs, bb)
 	}
 	// After a failure the buffer may still be read (pgx's COPY reads it
 	// on a goroutine that a broken connection can leave running).
@@ -233,9 +248,14 @@ func (s *Record) WriteEncoded(ctx context.Context, recs [][]byte) (int, error) {
 }
 
 // writeBatchSQLite is WriteEncodedRounds on SQLite.
-func (s *Record) writeBatchSQLite(ctx context.Context, recs [][]byte, bb *batchBuffer) (int, error) {
+func (s *Record) writeBatchSQLite(ctx context.Context, first *Statement, recs [][]byte, bb *batchBuffer) (int, error) {
 	var changed int
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if first != nil {
+			if err := tx.Exec(first.SQL, first.Args...).Error; err != nil {
+				return err
+			}
+		}
 		next, err := s.lockSeq(tx)
 		if err != nil {
 			return err
@@ -270,7 +290,7 @@ func (s *Record) writeBatchSQLite(ctx context.Context, recs [][]byte, bb *batchB
 // the merged rows go by binary COPY, in one stream assembled in the
 // store's kept buffer, before the numbering lock is taken (so replicas
 // hold it only while the database upserts).
-func (s *Record) writeBatchPostgres(ctx context.Context, recs [][]byte, bb *batchBuffer) (int, error) {
+func (s *Record) writeBatchPostgres(ctx context.Context, first *Statement, recs [][]byte, bb *batchBuffer) (int, error) {
 	sqlDB, err := s.db.DB()
 	if err != nil {
 		return 0, err
@@ -291,6 +311,11 @@ func (s *Record) writeBatchPostgres(ctx context.Context, recs [][]byte, bb *batc
 			return fmt.Errorf("write flows: a %T is not a pgx connection", dc)
 		}
 		return pgx.BeginFunc(ctx, pc.Conn(), func(tx pgx.Tx) error {
+			if first != nil {
+				if _, err := tx.Exec(ctx, numbered(first.SQL), first.Args...); err != nil {
+					return err
+				}
+			}
 			if _, err := tx.Exec(ctx, stmts.create); err != nil {
 				return fmt.Errorf("create flow batch: %w", err)
 			}
@@ -319,6 +344,21 @@ func (s *Record) writeBatchPostgres(ctx context.Context, recs [][]byte, bb *batc
 		return 0, err
 	}
 	return changed, nil
+}
+
+// numbered is sql with its ? placeholders as PostgreSQL's $1, $2, ….
+func numbered(sql string) string {
+	var b strings.Builder
+	n := 0
+	for _, c := range sql {
+		if c == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }
 
 // errBadRecord is a record EncodeRound did not write.
