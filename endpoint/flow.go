@@ -96,7 +96,7 @@ type platformState struct {
 //     completes, or asks for more (asked as in 4).
 //
 // Every fact of the round goes on rd.
-func (f *flowEngine) run(ctx context.Context, c *call, rd *Round, ev events) answer {
+func (f *flowEngine) run(ctx context.Context, c *call, rd *Round, ev events) (res answer) {
 	sealer := f.sealing.forRound(c.snap)
 	b := f.binding(c)
 	fl, a := f.open(ctx, &sealer, c, b, rd)
@@ -111,6 +111,12 @@ func (f *flowEngine) run(ctx context.Context, c *call, rd *Round, ev events) ans
 	t, a := findTarget(c)
 	if t == nil {
 		return a
+	}
+	if t.onceOnly {
+		// Every round of a destructive or single-use tool is in the record
+		// before its answer leaves: the confirmed one consumed (useOnce)
+		// and settled, the ones that ask settled too.
+		defer func() { f.settle(ctx, c, rd, res) }()
 	}
 	declared, hookResponses := splitResponses(responses, fl.state.Asked)
 	var answers map[string]webhook.Answer
@@ -140,11 +146,7 @@ func (f *flowEngine) run(ctx context.Context, c *call, rd *Round, ev events) ans
 	}
 	if !offersTask(c, t) {
 		resp, we := f.deliver(ctx, c, t, fl, answers, hookResponses, rd, ev, nil)
-		a := f.delivered(ctx, &sealer, c, b, t, fl, rd, resp, we, nil)
-		if t.onceOnly && fl.number > 1 {
-			f.settle(ctx, c, rd, a)
-		}
-		return a
+		return f.delivered(ctx, &sealer, c, b, t, fl, rd, resp, we, nil)
 	}
 	tk, e := f.tasks.create(ctx, c, t, fl, rd)
 	if e != nil {
@@ -297,15 +299,17 @@ func (f *flowEngine) useOnce(ctx context.Context, c *call, fl *flow, rd *Round) 
 		return failed(errInvalidState()), false
 	}
 	f.log.ErrorContext(ctx, "a single-use round could not be recorded; the tool did not run", "tenant", c.snap.slug, "err", err)
+	rd.NotRun = true
 	return failed(newError(http.StatusServiceUnavailable, mcp.CodeInternalError, "The call could not be recorded as used once; try again shortly", nil)), false
 }
 
-// settle writes the outcome of a single-use round to the record before
-// its answer a is written (the ledger's Settle). A write that fails is
-// logged and left to the recorder's queue: the client is told all the
-// same, since the tool ran.
+// settle writes a round of a destructive or single-use tool to the
+// record before its answer a is written (the ledger's Settle). A write
+// that fails is logged and left to the recorder's queue: the client is
+// told all the same, since the tool may have run. A round refused before
+// it ran (its state consumed already) needs no settling.
 func (f *flowEngine) settle(ctx context.Context, c *call, rd *Round, a answer) {
-	if f.ledger == nil {
+	if f.ledger == nil || rd.StateIn.Outcome == StateRejected || rd.NotRun {
 		return
 	}
 	rd.expect(a)

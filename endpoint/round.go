@@ -111,6 +111,13 @@ type Round struct {
 	ErrorMessage string
 	// Answered says an answer was written at all.
 	Answered bool
+	// NotRun says the round failed before it could run, for want of its
+	// own record: a destructive or single-use round whose state could not
+	// be consumed (the database unreachable), answered 503. The client
+	// sends it again; recorded, this attempt could land after its retry's
+	// outcome and overwrite it, so recorders leave it out, and it ends no
+	// flow.
+	NotRun bool
 	// Settled says the record holds the round already: its outcome was
 	// written before its answer (a Ledger's Settle), so a recorder adds
 	// it no second time.
@@ -225,7 +232,7 @@ func (r *Round) InFlow() bool {
 // EndsFlow reports whether r ended a multi-round flow: it continued a
 // verified state and answered with a complete result or an error.
 func (r *Round) EndsFlow() bool {
-	return r.Number > 1 && r.StateIn.Outcome == StateVerified && r.ResultType != mcp.ResultTypeInputRequired && r.Answered
+	return r.Number > 1 && r.StateIn.Outcome == StateVerified && r.ResultType != mcp.ResultTypeInputRequired && r.Answered && !r.NotRun
 }
 
 // A RoundSink consumes rounds: telemetry, the flow recorder. Round is

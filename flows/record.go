@@ -51,7 +51,7 @@ type urlQuestion struct {
 // tasks/get polls, which metrics count.
 func recordKind(rd *endpoint.Round, running bool) string {
 	switch {
-	case rd.Tenant == "":
+	case rd.Tenant == "", rd.NotRun:
 		return ""
 	case rd.TokenRefused != "":
 		return record.KindCall
@@ -115,6 +115,13 @@ func write(w *record.RoundWrite, rd *endpoint.Round, replica string, running boo
 		f.KeyID = rd.StateOut.KeyID
 	}
 	f.State, f.Detail = flowState(rd, running)
+	if f.State == record.Rejected && rd.Number > 1 {
+		// A refused round did not advance its flow: it moves the flow's
+		// state only if the flow had not gone past the round the refused
+		// state continued (a replay of a consumed round leaves the flow
+		// as its first attempt left it: running, or its outcome).
+		f.Rounds = rd.Number - 1
+	}
 	if f.State == record.AwaitingInput {
 		f.WaitingSince = &rd.Ended
 		if !rd.StateOut.Expires.IsZero() {

@@ -115,14 +115,19 @@ const (
 // is, integers as 64 bits, times as microseconds since 2000 in UTC, both
 // big-endian). Text is made valid UTF-8 without NUL on the way
 // (jsontext.AppendText). Only the fields a round
-// knows are read (see RoundWrite).
+// knows are read (see RoundWrite), and Flow.Rounds when set: the round
+// the flow is at after it (a refused round's is the one before).
 func EncodeRound(b []byte, w *RoundWrite) []byte {
 	f := &w.Flow
 	for _, s := range [...]string{f.ID, f.TenantID, f.TenantSlug, f.Method, f.Target, f.PrincipalIssuer,
 		f.PrincipalSubject, f.PrincipalClient, f.ClientName, f.ClientVersion, f.Era, f.State} {
 		b = appendTextField(b, s)
 	}
-	b = appendIntField(b, int64(w.Round.N))
+	rounds := w.Round.N
+	if f.Rounds > 0 {
+		rounds = f.Rounds // a refused round, which did not advance its flow
+	}
+	b = appendIntField(b, int64(rounds))
 	for _, s := range [...]string{f.PendingKinds, f.KeyID, f.Replica, f.TraceID, f.Detail} {
 		b = appendTextField(b, s)
 	}

@@ -161,8 +161,9 @@ type Change struct {
 type RoundWrite struct {
 	Round Round
 	// Flow is the flow as this round leaves it; only the fields a round
-	// knows are read (not Rounds, ServerUS, ClientWaitUS, Seq, nor
-	// cancellation: the write derives or keeps those).
+	// knows are read (not ServerUS, ClientWaitUS, Seq, nor cancellation:
+	// the write derives or keeps those; Rounds only when set, for a
+	// refused round: the round its flow is at, one before the round's).
 	Flow Flow
 	// Running marks the start of a round that calls the webhook: the flow
 	// becomes running, and no round is written.

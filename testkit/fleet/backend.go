@@ -23,6 +23,12 @@ const (
 	orderTool = "fleet_order"
 	// quickTool takes two: the webhook asks once, then completes.
 	quickTool = "fleet_quick"
+	// deployTool takes two as quickTool does, and is destructive: its
+	// confirmed round consumes its state fleet-wide and is recorded
+	// running before the backend hears of it, and each of its rounds is
+	// recorded before its answer leaves the replica, so the record knows
+	// of every one, a SIGKILL's included.
+	deployTool = "fleet_deploy"
 	// extraPrefix names the tools the catalogue fault adds and removes;
 	// they behave as quickTool.
 	extraPrefix = "fleet_extra_"
@@ -48,6 +54,12 @@ type backend struct {
 	refused   atomic.Int64
 	delivered atomic.Int64
 
+	// confirmed holds the flow id of each deployTool flow (by its ref)
+	// whose confirmed round reached the backend: the deploys that
+	// happened, which the record must know of.
+	cmu       sync.Mutex
+	confirmed map[string]string
+
 	// The tasks of taskTool it works on (tasks.go).
 	tmu           sync.Mutex
 	tasks         map[string]*backendTask
@@ -57,7 +69,15 @@ type backend struct {
 }
 
 func newBackend() *backend {
-	return &backend{secrets: map[string]string{}, tasks: map[string]*backendTask{}, reportClient: &http.Client{}}
+	return &backend{secrets: map[string]string{}, confirmed: map[string]string{}, tasks: map[string]*backendTask{}, reportClient: &http.Client{}}
+}
+
+// deployed is the flow id of the deployTool flow with ref whose
+// confirmed round reached the backend, "" for none.
+func (b *backend) deployed(ref string) string {
+	b.cmu.Lock()
+	defer b.cmu.Unlock()
+	return b.confirmed[ref]
 }
 
 func (b *backend) setSecret(name, secret string) {
@@ -116,9 +136,14 @@ func (b *backend) answer(req *webhook.Request) (*webhook.Response, bool) {
 			return toolError("round 2 came without the declared answer"), false
 		}
 		return confirm(req, "who="+who.Name), true
-	case req.Name == quickTool || strings.HasPrefix(req.Name, extraPrefix):
+	case req.Name == quickTool || req.Name == deployTool || strings.HasPrefix(req.Name, extraPrefix):
 		if req.State == "" {
 			return confirm(req, ""), true
+		}
+		if req.Name == deployTool {
+			b.cmu.Lock()
+			b.confirmed[args.Ref] = req.Flow.ID
+			b.cmu.Unlock()
 		}
 	case req.Name != orderTool:
 		return toolError("unknown tool " + req.Name), false
@@ -185,6 +210,9 @@ func toolDefinition(name, hookURL string) map[string]any {
 		"inputSchema": map[string]any{"type": "object", "properties": map[string]any{
 			"ref": map[string]any{"type": "string", "minLength": 1}}, "required": []string{"ref"}},
 		"handler": map[string]any{"url": hookURL, "timeoutMs": 10000},
+	}
+	if name == deployTool {
+		def["annotations"] = map[string]any{"destructiveHint": true}
 	}
 	if name == orderTool {
 		def["inputs"] = []map[string]any{{"name": "who", "kind": "form", "message": "Who orders {{args.ref}}?",

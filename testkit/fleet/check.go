@@ -115,12 +115,13 @@ func (fl *fleet) check(ctx context.Context) error {
 	spread := &assertion{name: "rounds-spread-over-replicas"}
 	panics := &assertion{name: "no-panic-clean-exit"}
 	tasks := &assertion{name: "tasks-survive-faults"}
+	deploys := &assertion{name: "destructive-rounds-recorded"}
 
 	// Rounds and failures, from the client's side: every failed attempt
 	// must be clean and explained by a fault; a flow that failed after
 	// the driver acted on a clean failure (sent the round again) failed
 	// with the second attempt's class.
-	var completed, exempt []*Flow
+	var completed, exempt, traced []*Flow
 	causes := map[string]int{}
 	examples := map[string]int{} // the first failure of each kind is logged
 	retried, recovered := 0, 0
@@ -134,9 +135,12 @@ func (fl *fleet) check(ctx context.Context) error {
 				continue
 			}
 			switch {
-			case r.Class == ClassRejected:
-				wrong.fail("%s", f.describe(r))
-				causes[r.Class]++
+			case r.Class == ClassRejected && f.Tool == deployTool && consumedBefore(f, i):
+				// A destructive round sent again after an attempt that
+				// reached a replica lost to a fault: that attempt consumed
+				// its state, so the platform refuses to run it twice. The
+				// record must say it ran (destructive-rounds-recorded).
+				causes["consumed by a lost attempt"]++
 			case !actionable(r.Class):
 				clean.fail("%s", f.describe(r))
 				causes[r.Class]++
@@ -163,12 +167,18 @@ func (fl *fleet) check(ctx context.Context) error {
 			}
 		}
 		switch {
-		case f.Completed && tl.lost(f):
+		case f.Completed && tl.lost(f) && f.Tool != deployTool:
 			// Completed, but the killed replica may have taken its
 			// record and spans with it: not checked for those.
 			exempt = append(exempt, f)
 		case f.Completed:
+			// A destructive tool's rounds are recorded before they are
+			// answered: no exemption from the record, only from traces
+			// (spans leave a replica in batches).
 			completed = append(completed, f)
+			if !tl.lost(f) {
+				traced = append(traced, f)
+			}
 		case f.Failure == nil:
 			wrong.fail("%s flow %s ended neither completed nor failed", f.Tool, f.Ref)
 		default:
@@ -186,6 +196,7 @@ func (fl *fleet) check(ctx context.Context) error {
 	// The record is read while the replicas run.
 	time.Sleep(time.Second) // the recorders' last batches (100 ms each)
 	fl.checkRecords(ctx, record, completed)
+	fl.checkDeploys(ctx, deploys, flows)
 	// What the killed replica took with it, for the summary: the
 	// exempt flows checked the same way, their failures only counted.
 	lostRecord := &assertion{name: "lost-record"}
@@ -200,7 +211,7 @@ func (fl *fleet) check(ctx context.Context) error {
 			panics.fail("%s log: %s", r.name, trim(l, 300))
 		}
 	}
-	fl.checkTraces(traces, completed)
+	fl.checkTraces(traces, traced)
 	lostTraces := &assertion{name: "lost-traces"}
 	fl.checkTraces(lostTraces, exempt)
 	loss := fmt.Sprintf("%d flows exempt from record/trace checks (a round answered ≤%s before a SIGKILL), of which %d miss rounds in the record and %d in the traces",
@@ -211,7 +222,7 @@ func (fl *fleet) check(ctx context.Context) error {
 
 	loss += "; " + fl.checkTasks(tasks, tl)
 
-	all := []*assertion{wrong, clean, record, traces, faults, spread, panics, tasks}
+	all := []*assertion{wrong, clean, record, traces, faults, spread, panics, tasks, deploys}
 	var failedNames []string
 	for _, a := range all {
 		fmt.Fprintln(fl.cfg.Log, "fleet:", a)
@@ -318,6 +329,44 @@ func (fl *fleet) checkSpread(a *assertion, flows []*Flow) {
 // checkRecords asserts the flow record (GET /tenants/fleet/flows/{id})
 // shows every completed flow as completed, with every round, each naming
 // the replica HAProxy says answered it.
+// consumedBefore reports whether an earlier attempt of f's round i
+// failed in a way that may have reached a replica: for a destructive
+// tool, that attempt may have consumed the round's state.
+func consumedBefore(f *Flow, i int) bool {
+	for _, r := range f.Rounds[:i] {
+		if r.N == f.Rounds[i].N && r.Err != nil && actionable(r.Class) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkDeploys asks the record about every deploy the backend saw
+// confirmed but the client did not see complete (a SIGKILL, a refused
+// retry): the record must know it ran, as running at its confirmed round
+// or past it. Completed deploys are checked with every completed flow,
+// with no exemption.
+func (fl *fleet) checkDeploys(ctx context.Context, a *assertion, flows []*Flow) {
+	for _, f := range flows {
+		if f.Tool != deployTool {
+			continue
+		}
+		a.checked++
+		id := fl.hook.deployed(f.Ref)
+		if f.Completed || id == "" {
+			continue
+		}
+		var rec flowRecord
+		if _, err := fl.admin.call(ctx, "GET", "/tenants/"+tenantSlug+"/flows/"+id, nil, &rec); err != nil {
+			a.fail("%s %s: the backend ran it, the record has %v", f.Tool, id, err)
+			continue
+		}
+		if rec.Flow.Rounds < 2 || (rec.Flow.State != "running" && rec.Flow.State != "completed" && rec.Flow.State != "failed") {
+			a.fail("%s %s: the backend ran it, the record says %s at round %d", f.Tool, id, rec.Flow.State, rec.Flow.Rounds)
+		}
+	}
+}
+
 func (fl *fleet) checkRecords(ctx context.Context, a *assertion, flows []*Flow) {
 	var mu sync.Mutex
 	sem := make(chan struct{}, 8)

@@ -105,3 +105,27 @@ func TestOnlyTheFaultsExplainAFailure(t *testing.T) {
 		t.Fatal("only rounds the killed replica answered in the second before its kill may be lost with it")
 	}
 }
+
+func TestARefusedDestructiveRoundIsExpectedOnlyAfterALostAttemptOfIt(t *testing.T) {
+	lost := Round{N: 2, Err: errors.New("closed"), Class: ClassClosed}
+	busy := Round{N: 2, Err: errors.New("503"), Class: ClassRetryable}
+	refused := Round{N: 2, Err: errors.New("-32602"), Class: ClassRejected}
+	other := Round{N: 1, Err: errors.New("closed"), Class: ClassClosed}
+	answered := Round{N: 1, Result: "input_required"}
+	for _, tc := range []struct {
+		name   string
+		rounds []Round
+		want   bool
+	}{
+		{"after the same round was lost", []Round{answered, lost, refused}, true},
+		{"after the same round was refused by a busy replica", []Round{answered, busy, refused}, true},
+		{"with no attempt before", []Round{answered, refused}, false},
+		{"after another round was lost", []Round{other, answered, refused}, false},
+		{"after a refusal only", []Round{answered, refused, refused}, false},
+	} {
+		f := &Flow{Tool: deployTool, Rounds: tc.rounds}
+		if got := consumedBefore(f, len(tc.rounds)-1); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

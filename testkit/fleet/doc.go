@@ -77,13 +77,23 @@
 //     failed, none was lost (its id stopped resolving) or cancelled
 //     without the driver asking; at least half had requests answered by
 //     two replicas or more; and tasks were in flight across the SIGKILL
-//     and the PostgreSQL outage.
+//     and the PostgreSQL outage;
+//   - destructive-rounds-recorded: every flow of the destructive tool
+//     (fleet_deploy) whose confirmed round reached the backend but that
+//     the client did not see complete (its replica killed under it; the
+//     round sent again and refused, its state consumed) is in the record
+//     as running at that round or past it: whether the deploy happened
+//     always has an answer.
 //
 // One exemption: a completed flow with a round that the killed replica
 // answered in the second before its SIGKILL is not checked against the
 // record and the traces (the replica writes both in batches every 100
 // ms, and SIGKILL loses what was not yet written); the summary counts
-// these flows and how many of them actually lost something.
+// these flows and how many of them actually lost something. Flows of
+// the destructive tool have none from the record: their rounds are
+// written before they are answered. A destructive round sent again after
+// an attempt lost to a fault may be refused (that attempt consumed its
+// state): expected, and counted as such.
 //
 // It prints one summary line: flows, rounds, throughput per replica,
 // p50/p99 round latency, failed rounds by cause, the tasks and how the

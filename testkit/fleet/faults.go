@@ -81,13 +81,15 @@ func (fl *fleet) worker(ctx context.Context, w int, stop <-chan struct{}) {
 func (fl *fleet) pickTool() (string, *extraItems) {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
-	switch n := pick(4); {
-	case n == 3 && fl.extra != nil:
+	switch n := pick(5); {
+	case n == 4 && fl.extra != nil:
 		fl.extra.inFlight.Add(1)
 		fl.extra.flows++
 		return fl.extra.tool, fl.extra
 	case n < 2:
 		return orderTool, nil
+	case n == 2:
+		return deployTool, nil
 	default:
 		return quickTool, nil
 	}

@@ -291,12 +291,13 @@ func (fl *fleet) setup(ctx context.Context) error {
 	}, nil); err != nil {
 		return err
 	}
-	for _, def := range []map[string]any{toolDefinition(orderTool, fl.hookURL), toolDefinition(quickTool, fl.hookURL), taskDefinition(fl.hookURL)} {
+	for _, def := range []map[string]any{toolDefinition(orderTool, fl.hookURL), toolDefinition(quickTool, fl.hookURL),
+		toolDefinition(deployTool, fl.hookURL), taskDefinition(fl.hookURL)} {
 		if err := fl.addTool(ctx, def); err != nil {
 			return err
 		}
 	}
-	for _, tool := range []string{orderTool, quickTool, taskTool} {
+	for _, tool := range []string{orderTool, quickTool, deployTool, taskTool} {
 		if err := fl.visibleEverywhere(ctx, tool, true); err != nil {
 			return err
 		}
@@ -310,7 +311,7 @@ func (fl *fleet) setup(ctx context.Context) error {
 		return err
 	}
 	for _, era := range fl.eras {
-		for _, tool := range []string{orderTool, quickTool} {
+		for _, tool := range []string{orderTool, quickTool, deployTool} {
 			f := fl.newFlow(era, tool)
 			era.Run(ctx, f)
 			if !f.Completed {
@@ -318,7 +319,7 @@ func (fl *fleet) setup(ctx context.Context) error {
 			}
 		}
 	}
-	fl.logf("tenant %q ready: tools %s and %s, task tool %s, eras %s", tenantSlug, orderTool, quickTool, taskTool, fl.eraNames())
+	fl.logf("tenant %q ready: tools %s, %s and %s (destructive), task tool %s, eras %s", tenantSlug, orderTool, quickTool, deployTool, taskTool, fl.eraNames())
 	return nil
 }
 
