@@ -428,7 +428,7 @@ func (f *flowEngine) deliver(ctx context.Context, c *call, t *target, fl *flow, 
 	if err != nil {
 		var we *WebhookError
 		errors.As(err, &we)
-		call.Outcome, call.Failed, call.Detail = we.Class, true, we.Why()
+		call.Outcome, call.Failed, call.Detail = we.Class, true, we.Why(c.snap.settings.RecordAnswers || c.snap.settings.TraceContent)
 		f.log.WarnContext(ctx, "webhook failed", "tenant", c.snap.slug, "target", t.name, "class", we.Class,
 			"detail", we.Detail, "duration", call.Duration)
 		return nil, we
@@ -442,7 +442,7 @@ func (f *flowEngine) deliver(ctx context.Context, c *call, t *target, fl *flow, 
 func webhookFailed(c *call, t *target, rd *Round, we *WebhookError) answer {
 	if w := rd.Webhook; w != nil && !w.Failed {
 		// The backend answered, outside the contract.
-		w.Outcome, w.Failed, w.Detail = we.Class, true, we.Why()
+		w.Outcome, w.Failed, w.Detail = we.Class, true, we.Why(false)
 	}
 	msg := fmt.Sprintf("The %s's backend failed (%s): %s", t.kind, we.Class, we.Detail)
 	if t.kind == webhook.KindTool {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"os"
@@ -17,9 +18,10 @@ import (
 )
 
 // What a failed delivery tells the operator (WebhookError.Cause): the
-// transport's own words, the backend's status and the start of its body,
-// where its JSON broke. The client is told less (Detail): it names no
-// address and quotes nothing of the backend's.
+// transport's own words, the backend's status (and, for a tenant that
+// records content, how its body starts), where its JSON broke. The
+// client is told less (Detail): it names no address and quotes nothing
+// of the backend's.
 
 // bodyStart bounds the part of a failed answer's body an operator sees.
 const bodyStart = 80
@@ -32,10 +34,13 @@ func statusError(resp *http.Response) *WebhookError {
 	n, _ := io.ReadFull(resp.Body, head)
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	cause := "HTTP " + strconv.Itoa(resp.StatusCode)
-	if text := printable(head[:n], bodyStart); text != "" {
-		cause += ", body starts " + strconv.Quote(text)
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err == nil {
+			cause += " (" + mt + ")"
+		}
 	}
-	return &WebhookError{Class: "status", Detail: fmt.Sprintf("the backend answered HTTP %d", resp.StatusCode), Cause: cause}
+	return &WebhookError{Class: "status", Detail: fmt.Sprintf("the backend answered HTTP %d", resp.StatusCode), Cause: cause,
+		Body: printable(head[:n], bodyStart)}
 }
 
 // printable is the start of b as one line of at most n runes: control

@@ -30,13 +30,25 @@ func TestAFailedDeliverysCauseIsBoundedOneLineText(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := &http.Response{StatusCode: 502, Body: io.NopCloser(strings.NewReader(tc.body))}
 			we := statusError(resp)
-			if we.Cause != tc.want || we.Class != "status" || strings.Contains(we.Detail, "body") {
-				t.Fatalf("cause %q (detail %q); want %q", we.Cause, we.Detail, tc.want)
+			if got := we.Why(true); got != tc.want || we.Class != "status" || strings.Contains(we.Detail, "body") {
+				t.Fatalf("cause %q (detail %q); want %q", got, we.Detail, tc.want)
 			}
-			if !utf8.ValidString(we.Cause) || strings.ContainsAny(we.Cause, "\n\r\x00") {
-				t.Fatalf("cause is not one line of text: %q", we.Cause)
+			// Without the tenant's consent to record content, no body.
+			if got := we.Why(false); got != "HTTP 502" {
+				t.Fatalf("cause without the body: %q", got)
+			}
+			if got := we.Why(true); !utf8.ValidString(got) || strings.ContainsAny(got, "\n\r\x00") {
+				t.Fatalf("cause is not one line of text: %q", got)
 			}
 		})
+	}
+}
+
+func TestAFailedDeliverysCauseNamesTheBodysMediaType(t *testing.T) {
+	resp := &http.Response{StatusCode: 503, Header: http.Header{"Content-Type": {"text/html; charset=utf-8"}},
+		Body: io.NopCloser(strings.NewReader("<html>down"))}
+	if got := statusError(resp).Why(false); got != "HTTP 503 (text/html)" {
+		t.Fatalf("cause %q", got)
 	}
 }
 

@@ -35,18 +35,27 @@ type WebhookError struct {
 	// Detail is what the client is told (it names no address).
 	Detail string
 	// Cause is what the operator is told, in the flow record: the
-	// transport's own words ("connect: connection refused"), the
-	// status and the start of the body, where JSON broke. It is bounded,
-	// and holds no request content; "" means Detail says it all.
+	// transport's own words ("connect: connection refused"), the status,
+	// where JSON broke. It is bounded, and holds no request content; ""
+	// means Detail says it all.
 	Cause string
+	// Body is how a failed answer's body starts, as one line: told to
+	// operators only of tenants that record content (a backend's error
+	// page may echo what the call carried).
+	Body string
 }
 
-// Why is the failure as an operator reads it.
-func (e *WebhookError) Why() string {
-	if e.Cause != "" {
-		return e.Cause
+// Why is the failure as an operator reads it, with the start of the
+// backend's body when body is true.
+func (e *WebhookError) Why(body bool) string {
+	why := e.Cause
+	if why == "" {
+		why = e.Detail
 	}
-	return e.Detail
+	if body && e.Body != "" {
+		why += ", body starts " + strconv.Quote(e.Body)
+	}
+	return why
 }
 
 func (e *WebhookError) Error() string { return "webhook " + e.Class + ": " + e.Detail }

@@ -106,7 +106,7 @@ func TestEveryOneRoundCallIsRecordedWithWhyItFailedInWords(t *testing.T) {
 			got := byTarget(flowsOf(t, p, slug, "", 7))
 			for target, want := range map[string]struct{ state, detail, message string }{
 				"ok":      {"completed", "", ""},
-				"bad":     {"failed", "webhook_status", `webhook HTTP 502, body starts "upstream connect error: the database is down"`},
+				"bad":     {"failed", "webhook_status", "webhook HTTP 502 (text/plain)"},
 				"garbage": {"failed", "webhook_invalid_json", "webhook answer is invalid JSON at byte 22"},
 				"odd":     {"failed", "webhook_contract", "webhook answer outside the contract: "},
 				"slow":    {"failed", "webhook_timeout", "webhook timeout after 300ms"},
@@ -135,6 +135,17 @@ func TestEveryOneRoundCallIsRecordedWithWhyItFailedInWords(t *testing.T) {
 			wh, _ := round["webhook"].(map[string]any)
 			if round["cause"] != "webhook connect: connection refused" || wh["outcome"] != "connect" || wh["detail"] != "connect: connection refused" {
 				t.Fatalf("round of the call to a dead webhook: %v", round)
+			}
+			if msg := got["bad"]["message"].(string); strings.Contains(msg, "upstream") {
+				t.Fatalf("a backend's body reached the record of a tenant that records no content: %q", msg)
+			}
+			// A tenant that records content sees how the body starts.
+			p.MustAdmin(t, 201, "POST", "/api/v1/tenants", obj{"slug": "open", "displayName": "open",
+				"settings": obj{"auth": obj{"public": true}, "recordAnswers": true}})
+			p.Tool(t, "open", obj{"name": "bad", "inputSchema": obj{"type": "object"}, "handler": obj{"url": hook}})
+			platformtest.Result(t, p.MCP(t, "open", "tools/call", obj{"name": "bad", "arguments": obj{}}))
+			if msg := flowsOf(t, p, "open", "", 1)[0]["message"]; msg != `webhook HTTP 502 (text/plain), body starts "upstream connect error: the database is down"` {
+				t.Fatalf("the cause for a tenant that records content: %q", msg)
 			}
 			all := p.Admin(t, "GET", "/api/v1/tenants/"+slug+"/flows?limit=500", nil)
 			if strings.Contains(string(all.Body), "s3cr3t-argument") || strings.Contains(string(r2(t, p, got)), "s3cr3t-argument") {

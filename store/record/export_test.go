@@ -35,3 +35,7 @@ func BatchStatements(writes []RoundWrite) (int, error) {
 	}
 	return stmts, nil
 }
+
+// SetByteOrder makes the record compare as if its database's collation
+// did (true) or did not (false) order text by bytes.
+func (s *Record) SetByteOrder(b bool) { s.byteOrder = b }

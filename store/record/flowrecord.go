@@ -372,13 +372,14 @@ func (s *Record) apply(f Filter, db *gorm.DB, now time.Time) *gorm.DB {
 }
 
 // prefixOf is a condition that col starts with prefix, as a range of
-// the column (which its index serves) checked exactly by substr.
-// PostgreSQL compares in byte order (COLLATE "C") whatever the
-// database's collation, so the range holds every match; its indexes
-// serve it when the database's collation is C too.
+// the column (which its index serves) checked exactly by substr. The
+// range is in byte order: SQLite's, and PostgreSQL's when the
+// database's collation orders by code point (C, POSIX, C.UTF-8), whose
+// indexes then serve it; under another collation PostgreSQL compares as
+// "C" explicitly, correct but with no index to serve it (byteOrder).
 func (s *Record) prefixOf(col, prefix string) (string, []any) {
 	c := col
-	if s.dialect == sqldb.Postgres {
+	if s.dialect == sqldb.Postgres && !s.byteOrder {
 		c = col + ` COLLATE "C"`
 	}
 	cond := "(" + c + " >= ? AND substr(" + col + ", 1, ?) = ?"
@@ -483,7 +484,9 @@ func (s *Record) listWaiting(ctx context.Context, f Filter, after *Cursor, limit
 	now := time.Now()
 	var out []Flow
 	if after == nil || !after.Rest {
-		db := s.apply(f, s.db.WithContext(ctx).Model(&Flow{}), now).Where("waiting_since IS NOT NULL")
+		// Only a flow awaiting input has a waiting time: the state says so
+		// in a way the partial index of waiting flows serves.
+		db := s.apply(f, s.db.WithContext(ctx).Model(&Flow{}), now).Where("state = ?", AwaitingInput)
 		if after != nil {
 			t := after.Time.UTC()
 			db = db.Where("(waiting_since > ? OR (waiting_since = ? AND id > ?))", t, t, after.ID)
@@ -494,7 +497,7 @@ func (s *Record) listWaiting(ctx context.Context, f Filter, after *Cursor, limit
 		after = nil
 	}
 	if len(out) <= limit {
-		db := s.apply(f, s.db.WithContext(ctx).Model(&Flow{}), now).Where("waiting_since IS NULL")
+		db := s.apply(f, s.db.WithContext(ctx).Model(&Flow{}), now).Where("state <> ?", AwaitingInput)
 		if after != nil {
 			t := after.Time.UTC()
 			db = db.Where("(updated_at < ? OR (updated_at = ? AND id < ?))", t, t, after.ID)

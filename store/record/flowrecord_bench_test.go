@@ -53,7 +53,24 @@ func BenchmarkListFlows(b *testing.B) {
 		{"principal-in-flight", record.Filter{Subject: "user42", States: []string{record.AwaitingInput, record.Running}}, record.SortUpdated},
 		{"key-in-flight", record.Filter{KeyID: "k1", States: []string{record.AwaitingInput, record.Running}}, record.SortUpdated},
 		{"last-24h/updated", record.Filter{Since: time.Now().Add(-24 * time.Hour)}, record.SortUpdated},
+		// Search: the start of a target (one in 50 flows), of a user (one
+		// in 5000), of a flow id; every flow waiting longest first.
+		{"search-target/updated", record.Filter{Prefix: "tool4"}, record.SortUpdated},
+		{"search-user/updated", record.Filter{Prefix: "user4242"}, record.SortUpdated},
+		{"search-id/updated", record.Filter{Prefix: "fl_00000000000042"}, record.SortUpdated},
+		{"all/waiting", record.Filter{}, record.SortWaiting},
+		{"activity", record.Filter{}, ""},
 	} {
+		if tc.name == "activity" {
+			b.Run("activity-last-hour", func(b *testing.B) {
+				for b.Loop() {
+					if _, err := st.Activity(ctx, time.Now().Add(-time.Hour)); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			continue
+		}
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
 				pg, err := st.List(ctx, tc.f, tc.sort, nil, 50)

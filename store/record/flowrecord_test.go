@@ -553,3 +553,49 @@ func TestActivitySaysWhatEachTenantsCallsDidAndWhatWaits(t *testing.T) {
 		})
 	}
 }
+
+func TestPrefixSearchFindsExactlyWhatStartsWithIt(t *testing.T) {
+	ctx := context.Background()
+	targets := []string{"deploy", "deploy-eu", "de-x", "dep", "Dep", "déjà-vu", "de", "d", "zzz", "dep%", "dep_", "ü", "\U0001F680 launch"}
+	for _, d := range platformtest.Dialects() {
+		for _, byteOrder := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/byte-order-%v", d.Name, byteOrder), func(t *testing.T) {
+				st := platformtest.Store(t, d.New(t)).Record()
+				st.SetByteOrder(byteOrder)
+				now := time.Now().UTC()
+				var writes []record.RoundWrite
+				for i, target := range targets {
+					w := round(fmt.Sprintf("fl_%02d", i), 1, record.Completed, now)
+					w.Flow.Target = target
+					writes = append(writes, w)
+				}
+				if _, err := st.WriteRounds(ctx, writes); err != nil {
+					t.Fatal(err)
+				}
+				for _, q := range []string{"dep", "de", "d", "deploy-", "Dep", "dé", "dep%", "dep_", "%", "_", "ü", "\U0001F680", "z", "fl_0", "fl_1", "zzzz"} {
+					page, err := st.List(ctx, record.Filter{Prefix: q}, record.SortUpdated, nil, 100)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var got, want []string
+					for _, f := range page.Flows {
+						got = append(got, f.ID)
+					}
+					for i, target := range targets {
+						id := fmt.Sprintf("fl_%02d", i)
+						// The round helper's principal and client are the same
+						// for every flow; the id and target differ.
+						if strings.HasPrefix(target, q) || strings.HasPrefix(id, q) {
+							want = append(want, id)
+						}
+					}
+					slices.Sort(got)
+					slices.Sort(want)
+					if !slices.Equal(got, want) {
+						t.Errorf("prefix %q: %v; want %v", q, got, want)
+					}
+				}
+			})
+		}
+	}
+}

@@ -8,6 +8,8 @@
 package record
 
 import (
+	"strings"
+
 	"gorm.io/gorm"
 
 	"github.com/opsmcp/platform/store/internal/sqldb"
@@ -19,10 +21,31 @@ type Record struct {
 	dialect sqldb.Dialect
 	conn    *sqldb.Conn       // PostgreSQL's notifications of flow changes
 	buffers chan *batchBuffer // the batch buffer, kept between writes
+	// byteOrder says text compares in byte order (code point order for
+	// UTF-8): always on SQLite; on PostgreSQL when the database's
+	// collation is C, POSIX or C.UTF-8 (prefixOf).
+	byteOrder bool
 }
 
 // New is the record kept in conn's database. Only package store calls
 // it (conn is store-internal): the record is reached as Store.Record.
 func New(conn *sqldb.Conn) *Record {
-	return &Record{db: conn.DB, dialect: conn.Dialect, conn: conn, buffers: make(chan *batchBuffer, 1)}
+	r := &Record{db: conn.DB, dialect: conn.Dialect, conn: conn, buffers: make(chan *batchBuffer, 1), byteOrder: true}
+	if conn.Dialect == sqldb.Postgres {
+		var collation string
+		err := conn.DB.Raw("SELECT datcollate FROM pg_database WHERE datname = current_database()").Scan(&collation).Error
+		r.byteOrder = err == nil && byteOrderCollation(collation)
+	}
+	return r
+}
+
+// byteOrderCollation reports whether a PostgreSQL collation orders text
+// by its bytes: C and POSIX, and C.UTF-8 (by code point, the same for
+// UTF-8), however spelt.
+func byteOrderCollation(c string) bool {
+	switch strings.ToLower(strings.ReplaceAll(c, "-", "")) {
+	case "c", "posix", "c.utf8", "ucs_basic":
+		return true
+	}
+	return false
 }
