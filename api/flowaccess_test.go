@@ -155,6 +155,19 @@ func TestABulkCancelIsAuditedAgainstEveryTenantItTouched(t *testing.T) {
 		if done["cancelled"] != 3.0 {
 			t.Fatalf("cancelled %v", done)
 		}
+		// The whole action: one entry of no tenant, with the filter.
+		var whole map[string]any
+		for _, it := range p.MustAdmin(t, 200, "GET", "/api/v1/audit", nil)["items"].([]any) {
+			if e := it.(map[string]any); e["action"] == "POST /api/v1/flows/cancel" && e["tenantId"] == nil {
+				if whole != nil {
+					t.Fatalf("two entries of no tenant for one bulk cancel (its preview audited?): %v and %v", whole, e)
+				}
+				whole = e
+			}
+		}
+		if d, _ := whole["detail"].(map[string]any); d["matched"] != 3.0 || d["tenants"] != 2.0 || d["filter"] == nil {
+			t.Fatalf("the bulk cancel's own entry: %v", whole)
+		}
 		for slug, want := range map[string]float64{"alpha": 1, "beta": 2, "gamma": 0} {
 			items := p.MustAdmin(t, 200, "GET", "/api/v1/audit?tenant="+slug, nil)["items"].([]any)
 			var got []map[string]any
@@ -173,8 +186,13 @@ func TestABulkCancelIsAuditedAgainstEveryTenantItTouched(t *testing.T) {
 				t.Fatalf("%s's audit log: %d bulk cancels; want 1 (%v)", slug, len(got), items)
 			}
 			d, _ := got[0]["detail"].(map[string]any)
-			if d["matched"] != want || d["matchedAll"] != 3.0 || d["reason"] != "freeze" || got[0]["tenant"] != slug {
+			if d["matched"] != want || d["reason"] != "freeze" || got[0]["tenant"] != slug {
 				t.Fatalf("%s's entry: %v", slug, got[0])
+			}
+			// Nothing of the other tenants, nor the filter, which may name
+			// them.
+			if d["filter"] != nil || d["tenants"] != nil || len(d) != 2 {
+				t.Fatalf("%s's entry says more than its own flows: %v", slug, d)
 			}
 		}
 	})

@@ -540,6 +540,7 @@ func (s *Server) cancelFlows(c *gin.Context) {
 		sample = append(sample, m.ID)
 	}
 	if req.Preview {
+		c.Set("audited", true) // a preview changes nothing
 		c.JSON(http.StatusOK, gin.H{"matched": len(matched), "sample": sample})
 		return
 	}
@@ -560,8 +561,8 @@ func (s *Server) cancelFlows(c *gin.Context) {
 
 // auditBulkCancel writes a bulk cancel's audit entries: one for every
 // tenant whose flows it selected, by id, so each tenant's audit log
-// shows what was done to it, with the filter, the reason and the count
-// of its own flows (and the whole action's).
+// shows what was done to it (the count of its own flows, the reason),
+// and one for the whole action.
 func (s *Server) auditBulkCancel(c *gin.Context, matched []record.Flow, cancelled int, req bulkCancelRequest) {
 	a := c.MustGet("admin").(*Admin)
 	type touched struct {
@@ -581,16 +582,21 @@ func (s *Server) auditBulkCancel(c *gin.Context, matched []record.Flow, cancelle
 	}
 	slices.Sort(ids)
 	ctx := context.WithoutCancel(c.Request.Context())
-	for _, id := range ids {
-		t := tenants[id]
-		entry := store.AuditEntry{Actor: a.Subject, Action: "POST /api/v1/flows/cancel", TenantID: id, TenantSlug: t.slug,
-			Object: "flows", RemoteAddr: c.ClientIP()}
-		detail := map[string]any{"matched": t.n, "matchedAll": len(matched), "cancelledAll": cancelled, "tenants": len(ids),
-			"filter": req.Filter, "reason": req.Reason}
+	write := func(entry store.AuditEntry, detail map[string]any) {
 		if err := s.opts.Audit.Write(ctx, entry, detail); err != nil {
-			s.log.Error("audit write failed", "action", entry.Action, "tenant_id", id, "err", err)
+			s.log.Error("audit write failed", "action", entry.Action, "tenant_id", entry.TenantID, "err", err)
 		}
 	}
+	// Each tenant's entry holds its own facts only (a tenant admin reads
+	// it, and the filter may name another tenant's users or keys); the
+	// whole action, filter and all, is one entry of no tenant, which
+	// only platform admins and viewers read.
+	for _, id := range ids {
+		write(store.AuditEntry{Actor: a.Subject, Action: "POST /api/v1/flows/cancel", TenantID: id, TenantSlug: tenants[id].slug,
+			Object: "flows", RemoteAddr: c.ClientIP()}, map[string]any{"matched": tenants[id].n, "reason": req.Reason})
+	}
+	write(store.AuditEntry{Actor: a.Subject, Action: "POST /api/v1/flows/cancel", Object: "flows", RemoteAddr: c.ClientIP()},
+		map[string]any{"matched": len(matched), "cancelled": cancelled, "tenants": len(ids), "filter": req.Filter, "reason": req.Reason})
 	c.Set("audited", true)
 }
 

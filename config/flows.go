@@ -36,7 +36,7 @@ func flowsFlags(fs *flag.FlagSet, c *FlowsConfig) {
 	fs.BoolVar(&c.Record, "flow-record", true, "record every call and every round of every flow (the admin UI's flow pages, cancellation)")
 	fs.DurationVar(&c.Retention, "flow-retention", 7*24*time.Hour, "how long the flow record keeps a call that no longer changes (a tenant may set its own)")
 	fs.Float64Var(&c.CallSample, "flow-record-sample", 1, "the share of successful one-round calls recorded, 0 to 1 (a tenant may set its own; failures are always recorded)")
-	fs.IntVar(&c.RefusalsPerMinute, "flow-record-refusals", 120, "refused requests (bad tokens, bad states) recorded per tenant per minute; the rest are counted")
+	fs.IntVar(&c.RefusalsPerMinute, "flow-record-refusals", 120, "refused requests recorded per tenant per minute on each replica, bad tokens and bad states each; the rest are counted")
 	fs.StringVar(&c.Replica, "replica-name", host, "this replica's name in the flow record (default: the host name)")
 	fs.StringVar(&c.TraceURL, "trace-url", "", "trace link template for the admin UI, e.g. https://tempo.example/trace/{traceId} (empty: no links)")
 }

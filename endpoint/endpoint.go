@@ -261,6 +261,10 @@ func (e *Handler) Invalidate(ctx context.Context, slug string) {
 // tenant ids through it.
 func (e *Handler) Slug(tenantID string) (string, bool) { return e.catalogues.slug(tenantID) }
 
+// maxStateLife is the longest any tenant's flow can live: the longest
+// state lifetime a round, for the most rounds settings allow.
+const maxStateLife = 86400 * time.Second * 1000
+
 // ErrBadFlowID is returned for a flow id this platform cannot have minted.
 var ErrBadFlowID = errors.New("not a flow id")
 
@@ -270,12 +274,12 @@ var ErrBadFlowID = errors.New("not a flow id")
 // its task cancelled too, and the task's backend told (by, an admin's
 // name, is who cancelled).
 //
-// The flow is the tenant's with id tenantID; slug is how the record
-// last named it, used only to find the tenant's settings. A slug that
-// names another tenant now (the flow's was deleted, its slug taken)
-// touches nothing of that tenant: a deleted tenant's flows cannot go on
-// anywhere (their state is bound to its id), so there is nothing to
-// revoke.
+// The flow is the tenant's with id tenantID, and is revoked by that id;
+// slug is how the record last named it, used only to find how long the
+// tenant's states live. When this replica's snapshot of the slug is of
+// another tenant, or of none (a cache a refresh behind, a slug taken by
+// a new tenant), the revocation lasts as long as any tenant's state
+// could: it is never skipped.
 func (e *Handler) CancelFlow(ctx context.Context, tenantID, slug, flowID, by string) error {
 	if !mrtr.ValidFlowID(flowID) {
 		return ErrBadFlowID
@@ -284,11 +288,11 @@ func (e *Handler) CancelFlow(ctx context.Context, tenantID, slug, flowID, by str
 	if err != nil {
 		return err
 	}
-	if s == nil || s.tenantID != tenantID {
-		return nil
+	lives := maxStateLife
+	if s != nil && s.tenantID == tenantID {
+		lives = s.settings.StateTTL() * time.Duration(s.settings.Rounds())
 	}
-	expires := time.Now().Add(s.settings.StateTTL()*time.Duration(s.settings.Rounds()) + time.Minute)
-	if err := e.opts.Revocations.RevokeFlow(ctx, tenantID, flowID, expires); err != nil {
+	if err := e.opts.Revocations.RevokeFlow(ctx, tenantID, flowID, time.Now().Add(lives+time.Minute)); err != nil {
 		return err
 	}
 	e.revoked.add(tenantID, flowID)

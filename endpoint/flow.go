@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opsmcp/platform/internal/bounded"
+
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/opsmcp/platform/mcp"
@@ -558,6 +560,10 @@ func parseResponses(raw json.RawMessage) (map[string]json.RawMessage, *rpcError)
 	return m, nil
 }
 
+// maxAnswerKey bounds an answer's key as recorded (the platform's own
+// keys are at most 64 bytes, a webhook's under "wh." too).
+const maxAnswerKey = 80
+
 // answerActions is how each answer answered: an elicitation's action
 // (accept, decline, cancel), or "answered" for a sampling or roots
 // result. Only the action is read; the content is not kept.
@@ -567,6 +573,7 @@ func answerActions(responses map[string]json.RawMessage) map[string]string {
 	}
 	out := make(map[string]string, len(responses))
 	for k, raw := range responses {
+		k = bounded.String(k, maxAnswerKey) // a key is the client's to choose
 		var a struct {
 			Action string `json:"action"`
 		}

@@ -115,11 +115,12 @@ func write(w *record.RoundWrite, rd *endpoint.Round, replica string, running boo
 		f.KeyID = rd.StateOut.KeyID
 	}
 	f.State, f.Detail = flowState(rd, running)
-	if f.State == record.Rejected && rd.Number > 1 {
-		// A refused round did not advance its flow: it moves the flow's
-		// state only if the flow had not gone past the round the refused
-		// state continued (a replay of a consumed round leaves the flow
-		// as its first attempt left it: running, or its outcome).
+	if rd.Number > 1 && (f.State == record.Rejected || (rd.ErrorCode != 0 && rd.Webhook == nil)) {
+		// A round refused, or answered an error before it ran (bad
+		// answers, an unknown target), did not advance its flow: it moves
+		// the flow's state only if the flow had not gone past the round
+		// it continued. A replay of a consumed round, or a bad attempt
+		// written late, leaves the flow as the round that ran left it.
 		f.Rounds = rd.Number - 1
 	}
 	if f.State == record.AwaitingInput {

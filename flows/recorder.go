@@ -31,10 +31,10 @@ type Options struct {
 	// tenants that did not set their own (tenant.Settings.CallSample);
 	// nil, every one. Failures and refusals are never sampled out.
 	CallSample *float64
-	// RefusalsPerMinute bounds the refused requests (bad tokens, bad
-	// states) recorded per tenant per minute (default 120; negative:
-	// none); the rest are counted (Unrecorded), not written, so a flood
-	// of bad tokens is not a flood of writes.
+	// RefusalsPerMinute bounds the refused requests recorded per tenant
+	// per minute on this replica, bad tokens and bad states each (default
+	// 120; negative: none); the rest are counted (Unrecorded), not
+	// written, so a flood of bad tokens is not a flood of writes.
 	RefusalsPerMinute int
 	// QueueSize bounds the rounds waiting to be written (default 10000);
 	// a full queue drops rounds rather than hold up serving.
@@ -202,7 +202,14 @@ func (r *Recorder) enqueue(rd *endpoint.Round, running bool) {
 	case kind == "", rd.Settled:
 		return
 	case refused(rd):
-		if !r.refused.take(rd.TenantID) {
+		// Bad tokens and bad states have budgets of their own: a flood of
+		// garbage tokens, which anyone can send, must not hide a forged or
+		// replayed state.
+		key := "state:" + rd.TenantID
+		if rd.TokenRefused != "" {
+			key = "token:" + rd.TenantID
+		}
+		if !r.refused.take(key) {
 			r.unrecorded(rd.Tenant, telemetry.UnrecordedRefusals)
 			return
 		}
@@ -251,9 +258,9 @@ type refusalBudget struct {
 	used  map[string]int
 }
 
-// take reports whether another refusal of the tenant may be recorded
-// this minute, and counts it.
-func (b *refusalBudget) take(tenantID string) bool {
+// take reports whether another refusal of key (a tenant's tokens or
+// states) may be recorded this minute, and counts it.
+func (b *refusalBudget) take(key string) bool {
 	if b.limit < 0 {
 		return false
 	}
@@ -262,10 +269,10 @@ func (b *refusalBudget) take(tenantID string) bool {
 	if b.used == nil {
 		b.used = map[string]int{}
 	}
-	if b.used[tenantID] >= b.limit {
+	if b.used[key] >= b.limit {
 		return false
 	}
-	b.used[tenantID]++
+	b.used[key]++
 	return true
 }
 

@@ -64,11 +64,18 @@ func (s *Store) ConsumeRunning(ctx context.Context, tenantID, flowID string, rou
 }
 
 // uniqueViolation reports whether err is a database's refusal of a
-// duplicate key, in either dialect's words.
+// duplicate consumed state (the write's first statement), in either
+// dialect's words; the failure of any other statement is an error, not
+// a replay.
 func uniqueViolation(err error) bool {
+	if !errors.Is(err, record.ErrFirst) {
+		return false // a failure of the record's own writes
+	}
 	var pg *pgconn.PgError
-	return errors.Is(err, gorm.ErrDuplicatedKey) || (errors.As(err, &pg) && pg.Code == "23505") ||
-		strings.Contains(err.Error(), "UNIQUE constraint failed")
+	if errors.As(err, &pg) {
+		return pg.Code == "23505"
+	}
+	return errors.Is(err, gorm.ErrDuplicatedKey) || strings.Contains(err.Error(), "UNIQUE constraint failed")
 }
 
 // PruneConsumedStates deletes records of states that have expired (a

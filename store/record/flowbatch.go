@@ -223,10 +223,12 @@ type Statement struct {
 	Args []any
 }
 
+// ErrFirst wraps the error of WriteEncodedAfter's first statement.
+var ErrFirst = errors.New("the write's first statement failed")
+
 // WriteEncodedAfter is WriteEncoded with first run before the rounds,
 // in the same transaction: when first fails (a row it inserts exists),
-// nothing is written, and its error is returned as the database gave
-// it. The store consumes a request state and marks its flow running in
+// nothing is written, and its error is returned wrapped in ErrFirst. The store consumes a request state and marks its flow running in
 // one write this way.
 func (s *Record) WriteEncodedAfter(ctx context.Context, first *Statement, recs [][]byte) (int, error) {
 	if len(recs) == 0 {
@@ -258,7 +260,7 @@ func (s *Record) writeBatchSQLite(ctx context.Context, first *Statement, recs []
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if first != nil {
 			if err := tx.Exec(first.SQL, first.Args...).Error; err != nil {
-				return err
+				return fmt.Errorf("%w: %w", ErrFirst, err)
 			}
 		}
 		next, err := s.lockSeq(tx)
@@ -318,7 +320,7 @@ func (s *Record) writeBatchPostgres(ctx context.Context, first *Statement, recs 
 		return pgx.BeginFunc(ctx, pc.Conn(), func(tx pgx.Tx) error {
 			if first != nil {
 				if _, err := tx.Exec(ctx, numbered(first.SQL), first.Args...); err != nil {
-					return err
+					return fmt.Errorf("%w: %w", ErrFirst, err)
 				}
 			}
 			if _, err := tx.Exec(ctx, stmts.create); err != nil {

@@ -670,6 +670,9 @@ func (s *Record) LastChange(ctx context.Context) (int64, error) {
 	return last, nil
 }
 
+// inFlightGrace is how long past its retention a flow in flight is kept.
+const inFlightGrace = 24 * time.Hour
+
 // Prune deletes flows unchanged since before, and their rounds, except
 // those of the tenants in own, which go when unchanged since their own
 // time; it reports how many flows went. A tenant's own time may be
@@ -677,12 +680,20 @@ func (s *Record) LastChange(ctx context.Context) (int64, error) {
 func (s *Record) Prune(ctx context.Context, before time.Time, own map[string]time.Time) (int64, error) {
 	var n int64
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// A flow in flight is kept a day past its retention: a short
+		// retention must not delete one a user is still answering or a
+		// task is still working on (the expirer ends the first, tasks end
+		// on their own); one left running by a lost replica goes then.
+		stale := func(db *gorm.DB, before time.Time) *gorm.DB {
+			return db.Where("updated_at < ? AND (state NOT IN ? OR updated_at < ?)", before.UTC(),
+				[]string{AwaitingInput, Running}, before.Add(-inFlightGrace).UTC())
+		}
 		prune := func(scope func(*gorm.DB) *gorm.DB, before time.Time) error {
-			old := scope(tx.Model(&Flow{}).Select("id").Where("updated_at < ?", before.UTC()))
+			old := scope(stale(tx.Model(&Flow{}).Select("id"), before))
 			if err := tx.Where("flow_id IN (?)", old).Delete(&flowRounds{}).Error; err != nil {
 				return err
 			}
-			res := scope(tx.Where("updated_at < ?", before.UTC())).Delete(&Flow{})
+			res := scope(stale(tx, before)).Delete(&Flow{})
 			n += res.RowsAffected
 			return res.Error
 		}

@@ -475,6 +475,13 @@ func TestEachTenantKeepsItsCallsForItsOwnRetention(t *testing.T) {
 					writes = append(writes, w)
 				}
 			}
+			// A flow the user is still answering, and one a task works on,
+			// outlive a short retention (by a day).
+			for _, state := range []string{record.AwaitingInput, record.Running} {
+				w := round("fl_t-shorter_live_"+state, 1, state, now.Add(-30*time.Minute))
+				w.Flow.TenantID = "t-shorter"
+				writes = append(writes, w)
+			}
 			if _, err := st.WriteRounds(ctx, writes); err != nil {
 				t.Fatal(err)
 			}
@@ -490,6 +497,7 @@ func TestEachTenantKeepsItsCallsForItsOwnRetention(t *testing.T) {
 				"fl_t-default_30": false, "fl_t-default_2": true,
 				"fl_t-longer_30": true, "fl_t-longer_2": true,
 				"fl_t-shorter_30": false, "fl_t-shorter_2": false,
+				"fl_t-shorter_live_awaiting_input": true, "fl_t-shorter_live_running": true,
 			} {
 				f, rounds, err := st.Get(ctx, id)
 				if kept && (err != nil || len(rounds) != 1) || !kept && err != store.ErrNotFound {

@@ -32,11 +32,40 @@ type Record struct {
 func New(conn *sqldb.Conn) *Record {
 	r := &Record{db: conn.DB, dialect: conn.Dialect, conn: conn, buffers: make(chan *batchBuffer, 1), byteOrder: true}
 	if conn.Dialect == sqldb.Postgres {
-		var collation string
-		err := conn.DB.Raw("SELECT datcollate FROM pg_database WHERE datname = current_database()").Scan(&collation).Error
-		r.byteOrder = err == nil && byteOrderCollation(collation)
+		r.byteOrder = postgresByteOrder(conn.DB)
 	}
 	return r
+}
+
+// postgresByteOrder reports whether the database compares text by its
+// bytes: its collation is C, POSIX or C.UTF-8, from libc (PostgreSQL
+// 15 and later may take it from ICU instead, whatever datcollate says:
+// then it does not), or the builtin provider's C and C.UTF-8.
+func postgresByteOrder(db *gorm.DB) bool {
+	var row struct {
+		Collation, Provider, Locale string
+	}
+	err := db.Raw(`SELECT datcollate AS collation, datlocprovider::text AS provider, COALESCE(datlocale, '') AS locale
+		FROM pg_database WHERE datname = current_database()`).Scan(&row).Error
+	if err != nil {
+		// Before PostgreSQL 17 there is no datlocale, before 15 no
+		// provider: libc's datcollate is the order.
+		err = db.Raw(`SELECT datcollate AS collation, datlocprovider::text AS provider
+			FROM pg_database WHERE datname = current_database()`).Scan(&row).Error
+		if err != nil {
+			row.Provider = "c"
+			if db.Raw("SELECT datcollate FROM pg_database WHERE datname = current_database()").Scan(&row.Collation).Error != nil {
+				return false
+			}
+		}
+	}
+	switch row.Provider {
+	case "c":
+		return byteOrderCollation(row.Collation)
+	case "b":
+		return byteOrderCollation(row.Locale)
+	}
+	return false
 }
 
 // byteOrderCollation reports whether a PostgreSQL collation orders text

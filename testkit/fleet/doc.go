@@ -79,7 +79,10 @@
 //     two replicas or more; and tasks were in flight across the SIGKILL
 //     and the PostgreSQL outage;
 //   - destructive-rounds-recorded: every flow of the destructive tool
-//     (fleet_deploy) whose confirmed round reached the backend but that
+//     (fleet_deploy, driven in the 2026-07-28 era: a legacy call is one
+//     stream, so a round refused for want of its record reaches the
+//     client as an error in it, not a 503 to send again) whose confirmed
+//     round reached the backend but that
 //     the client did not see complete (its replica killed under it; the
 //     round sent again and refused, its state consumed) is in the record
 //     as running at that round or past it: whether the deploy happened

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/opsmcp/platform/mcp"
 )
 
 // drive runs Concurrency flows at a time, of every era, for the
@@ -62,6 +64,13 @@ func (fl *fleet) worker(ctx context.Context, w int, stop <-chan struct{}) {
 		}
 		era := fl.eras[(w+n)%len(fl.eras)]
 		tool, extra := fl.pickTool()
+		if tool == deployTool && era.Name() != mcp.Version {
+			// A legacy call is one stream: a round refused for want of
+			// its record (the database down) reaches the client as an
+			// error in it, not as a 503 it can send again. The
+			// destructive tool is driven in the 2026-07-28 era.
+			tool = quickTool
+		}
 		f := fl.newFlow(era, tool)
 		// A flow is never cut short by the end of the drive: it runs to
 		// its end, each round bounded by the round timeout.

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/opsmcp/platform/mcp"
+
 	"github.com/opsmcp/platform/client"
 )
 
@@ -312,6 +314,9 @@ func (fl *fleet) setup(ctx context.Context) error {
 	}
 	for _, era := range fl.eras {
 		for _, tool := range []string{orderTool, quickTool, deployTool} {
+			if tool == deployTool && era.Name() != mcp.Version {
+				continue // driven in the 2026-07-28 era only (faults.go)
+			}
 			f := fl.newFlow(era, tool)
 			era.Run(ctx, f)
 			if !f.Completed {

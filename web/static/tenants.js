@@ -38,7 +38,7 @@ export default async function tenantsPage(ctx) {
       h("td", { class: "num c-rate", title: `${a.calls || 0} calls in the last ${a.window || "hour"}` }, link(flows(t.slug), perMinute(a.callsPerMinute || 0))),
       h("td", { class: "num c-failing" + (rate > 0.05 ? " warn" : ""), title: `${a.failed || 0} failed or refused of ${a.calls || 0} in the last ${a.window || "hour"}` },
         rate === null ? h("span", { class: "sub" }, "–") : link(flows(t.slug, "&state=failed,rejected"), (100 * rate).toFixed(rate < 0.1 && rate > 0 ? 1 : 0) + "%")),
-      h("td", { class: "num c-p95", title: "95th percentile of the server time a round, last hour" }, a.calls ? duration(a.p95RoundMs) : h("span", { class: "sub" }, "–")),
+      h("td", { class: "num c-p95", title: "95th percentile of the server time a round, last hour (of the most recent 50,000 calls of the fleet)" }, a.calls && a.p95RoundMs ? duration(a.p95RoundMs) : h("span", { class: "sub" }, "–")),
       h("td", { class: "num c-waiting", title: `${a.waiting || 0} flows awaiting input now` },
         a.waiting ? link(flows(t.slug, "&state=awaiting_input&sort=waiting"), h("span", { class: "badge s-awaiting_input" }, String(a.waiting))) : "0"),
       h("td", { class: "num c-oldest", "data-since": a.oldestWaitingSince || "", title: a.oldestWaitingSince ? "waiting since " + new Date(a.oldestWaitingSince).toLocaleString() : "" },
