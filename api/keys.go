@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -63,8 +64,23 @@ func (s *Server) fleetKeys(c *gin.Context) {
 		s.storeProblem(c, err)
 		return
 	}
-	tenants, err := s.opts.Tenants.List(ctx, "", maxFleetRings)
-	if err != nil {
+	// A tenant admin's rings are those of its grant, read by id (a list
+	// of the first tenants could leave them out); the others see the
+	// fleet's first maxFleetRings.
+	var tenants []store.Tenant
+	if visible != nil {
+		slugs, err := s.opts.Tenants.SlugsByID(ctx, visible)
+		if err != nil {
+			s.storeProblem(c, err)
+			return
+		}
+		for _, id := range visible {
+			if slug, ok := slugs[id]; ok {
+				tenants = append(tenants, store.Tenant{ID: id, Slug: slug})
+			}
+		}
+		slices.SortFunc(tenants, func(a, b store.Tenant) int { return strings.Compare(a.Slug, b.Slug) })
+	} else if tenants, err = s.opts.Tenants.List(ctx, "", maxFleetRings); err != nil {
 		s.storeProblem(c, err)
 		return
 	}
@@ -101,7 +117,7 @@ func (s *Server) fleetKeys(c *gin.Context) {
 		items = append(items, rv)
 	}
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusOK, gin.H{"items": items, "truncated": len(tenants) == maxFleetRings})
+	c.JSON(http.StatusOK, gin.H{"items": items, "truncated": visible == nil && len(tenants) == maxFleetRings})
 }
 
 // keysTenant is the tenant authorize resolved (so the ring acted on is

@@ -65,6 +65,9 @@ document.addEventListener("click", (e) => {
   navigate(a.getAttribute("href"));
 });
 window.addEventListener("popstate", render);
+// A page restored from the browser's back-forward cache has neither its
+// stream nor fresh data: load it again.
+window.addEventListener("pageshow", (e) => { if (e.persisted) location.reload(); });
 
 async function signOut() {
   await fetch("/admin/logout", { method: "POST", credentials: "same-origin", headers: { "X-CSRF-Token": me.csrfToken || "" } });
