@@ -168,24 +168,8 @@ func (s *Server) flowFilter(c *gin.Context, get func(string) string) (record.Fil
 			f.TenantIDs = []string{}
 		}
 	}
-	if v := get("state"); v != "" {
-		for _, st := range strings.Split(v, ",") {
-			if !slices.Contains(record.States, st) {
-				errs = append(errs, FieldError{"state", fmt.Sprintf("%q is not a flow state (%s)", st, strings.Join(record.States, ", "))})
-				continue
-			}
-			f.States = append(f.States, st)
-		}
-	}
-	if v := get("kind"); v != "" {
-		for _, k := range strings.Split(v, ",") {
-			if !slices.Contains(record.Kinds, k) {
-				errs = append(errs, FieldError{"kind", fmt.Sprintf("%q is not a kind (%s)", k, strings.Join(record.Kinds, ", "))})
-				continue
-			}
-			f.Kinds = append(f.Kinds, k)
-		}
-	}
+	f.States = oneOf(get("state"), "state", "a flow state", record.States, &errs)
+	f.Kinds = oneOf(get("kind"), "kind", "a kind", record.Kinds, &errs)
 	if v := get("q"); v != "" {
 		if len(v) > 200 || !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
 			errs = append(errs, FieldError{"q", "must be text of at most 200 bytes"})
@@ -229,6 +213,23 @@ func (s *Server) flowFilter(c *gin.Context, get func(string) string) (record.Fil
 		return f, probValidation.with("bad flow filter", errs...)
 	}
 	return f, nil
+}
+
+// oneOf reads a comma-separated list of values from allowed (nil for
+// ""), naming each other value in errs as not being what.
+func oneOf(v, field, what string, allowed []string, errs *[]FieldError) []string {
+	if v == "" {
+		return nil
+	}
+	var out []string
+	for _, x := range strings.Split(v, ",") {
+		if !slices.Contains(allowed, x) {
+			*errs = append(*errs, FieldError{field, fmt.Sprintf("%q is not %s (%s)", x, what, strings.Join(allowed, ", "))})
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
 }
 
 // flowQuery are the query parameters of a flow listing: its filters

@@ -54,23 +54,7 @@ func BenchmarkRecordingThroughput(b *testing.B) {
 					case "destructive":
 						op = func() error { return tryFlowOf(client, endpoint, "drop") }
 					}
-					if err := op(); err != nil {
-						b.Fatal(err)
-					}
-					b.SetParallelism(4)
-					cpu0 := platformtest.CPUTime()
-					b.ResetTimer()
-					b.RunParallel(func(pb *testing.PB) {
-						for pb.Next() {
-							if err := op(); err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					})
-					b.StopTimer()
-					b.ReportMetric(float64(rounds*b.N)/b.Elapsed().Seconds(), "rounds/s")
-					b.ReportMetric(float64((platformtest.CPUTime()-cpu0).Nanoseconds())/1e3/float64(rounds*b.N), "cpu-µs/round")
+					underLoad(b, op, rounds)
 				})
 			}
 		}

@@ -213,31 +213,37 @@ func BenchmarkTelemetryThroughput(b *testing.B) {
 				if round == "flow" {
 					op, rounds = func() error { return tryFlow(client, url) }, 2
 				}
-				if err := op(); err != nil {
-					b.Fatal(err)
-				}
-				b.SetParallelism(4)
-				cpu0 := platformtest.CPUTime()
-				b.ResetTimer()
-				b.RunParallel(func(pb *testing.PB) {
-					// Off the benchmark's goroutine a failure is reported,
-					// not fatal (FailNow must run on the benchmark's own).
-					for pb.Next() {
-						if err := op(); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-				b.StopTimer()
-				b.ReportMetric(float64(rounds*b.N)/b.Elapsed().Seconds(), "rounds/s")
-				// CPU per round: on a saturated machine throughput is its
-				// inverse, and unlike wall time it does not count time the
-				// shared machine's other tenants took.
-				b.ReportMetric(float64((platformtest.CPUTime()-cpu0).Nanoseconds())/1e3/float64(rounds*b.N), "cpu-µs/round")
+				underLoad(b, op, rounds)
 			})
 		}
 	}
+}
+
+// underLoad runs op (rounds rounds each) from eight clients at once,
+// after one run to warm up, and reports rounds a second and the CPU a
+// round: on a saturated machine throughput is its inverse, and unlike
+// wall time it does not count time the shared machine's other tenants
+// took.
+func underLoad(b *testing.B, op func() error, rounds int) {
+	if err := op(); err != nil {
+		b.Fatal(err)
+	}
+	b.SetParallelism(4)
+	cpu0 := platformtest.CPUTime()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		// Off the benchmark's goroutine a failure is reported, not fatal
+		// (FailNow must run on the benchmark's own).
+		for pb.Next() {
+			if err := op(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(rounds*b.N)/b.Elapsed().Seconds(), "rounds/s")
+	b.ReportMetric(float64((platformtest.CPUTime()-cpu0).Nanoseconds())/1e3/float64(rounds*b.N), "cpu-µs/round")
 }
 
 // sdkTracerProvider is the OpenTelemetry SDK's span path with the

@@ -288,11 +288,7 @@ func (r *Recorder) Consume(ctx context.Context, rd *endpoint.Round, expires time
 	if r.opts.Ledger == nil {
 		return errNoLedger
 	}
-	var w record.RoundWrite
-	var docs []byte
-	write(&w, rd, r.opts.Replica, true, &docs)
-	w.Flow.Kind, w.Flow.UpdatedAt = recordKind(rd, true), time.Now()
-	if err := r.opts.Ledger.ConsumeRunning(ctx, rd.TenantID, rd.FlowID, rd.Number, expires, record.EncodeRound(nil, &w)); err != nil {
+	if err := r.opts.Ledger.ConsumeRunning(ctx, rd.TenantID, rd.FlowID, rd.Number, expires, r.encodeNow(rd, true)); err != nil {
 		return err
 	}
 	r.committed(ctx)
@@ -302,15 +298,25 @@ func (r *Recorder) Consume(ctx context.Context, rd *endpoint.Round, expires time
 // Settle implements endpoint.Ledger: the round's outcome is written now,
 // before its answer; Round then skips it.
 func (r *Recorder) Settle(ctx context.Context, rd *endpoint.Round) error {
-	var w record.RoundWrite
-	var docs []byte
-	write(&w, rd, r.opts.Replica, false, &docs)
-	w.Flow.Kind = recordKind(rd, false)
-	if _, err := r.opts.Store.WriteEncoded(ctx, [][]byte{record.EncodeRound(nil, &w)}); err != nil {
+	if _, err := r.opts.Store.WriteEncoded(ctx, [][]byte{r.encodeNow(rd, false)}); err != nil {
 		return err
 	}
 	r.committed(ctx)
 	return nil
+}
+
+// encodeNow is rd's record, for a write of its own (the queue's records
+// are encoded in reused space instead). A running mark's change is now:
+// the round has not ended.
+func (r *Recorder) encodeNow(rd *endpoint.Round, running bool) []byte {
+	var w record.RoundWrite
+	var docs []byte
+	write(&w, rd, r.opts.Replica, running, &docs)
+	w.Flow.Kind = recordKind(rd, running)
+	if running {
+		w.Flow.UpdatedAt = time.Now()
+	}
+	return record.EncodeRound(nil, &w)
 }
 
 // errNoLedger is Consume without Options.Ledger.

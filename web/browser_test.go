@@ -24,6 +24,23 @@ type obj = map[string]any
 // chromium finds the browser: Debian's chromium, which ./scripts/test
 // installs when missing. The test fails without it rather than skip: a
 // UI nobody drove in a browser is not tested.
+// adminPlatform starts a platform whose admins sign in at a real OpenID
+// Provider (as web client clientID), with the bootstrap token kept for
+// the test's own set-up, and more settings applied.
+func adminPlatform(t *testing.T, clientID string, more ...func(*config.Config)) (*platformtest.Platform, *oidctest.Provider) {
+	t.Helper()
+	op := oidctest.Start(t)
+	p := platformtest.Start(t, platformtest.SQLiteURL(t), platformtest.WithConfig(func(c *config.Config) {
+		c.AdminIssuer, c.AdminClientID, c.AdminClientSecret = op.Issuer, clientID, "s3cret"
+		c.KeepBootstrapToken = true // the test sets up tenants with it
+		for _, f := range more {
+			f(c)
+		}
+	}))
+	oidctest.RegisterWebClient(clientID, "s3cret", p.URL+"/admin/callback")
+	return p, op
+}
+
 // signIn opens the UI, which sends the browser through the real OpenID
 // Provider's login page, and types the user's credentials there.
 func signIn(t *testing.T, ctx context.Context, url, user string) {
@@ -80,18 +97,13 @@ func callDeploy(t *testing.T, p *platformtest.Platform, slug, service string, re
 // client drives it, its page, cancelling it (and the client's next round
 // refused), and a tenant admin who sees only their tenant.
 func TestAdminsWatchFlowsLiveAndCancelThem(t *testing.T) {
-	op := oidctest.Start(t)
-	oidctest.SetRoles("id1", "platform-admin")
-	oidctest.SetRoles("id2", "tenant-admin:acme")
-	clientID := "platform-admin-ui"
-	p := platformtest.Start(t, platformtest.SQLiteURL(t), platformtest.WithConfig(func(c *config.Config) {
-		c.AdminIssuer, c.AdminClientID, c.AdminClientSecret = op.Issuer, clientID, "s3cret"
-		c.KeepBootstrapToken = true // the test sets up tenants with it
+	p, op := adminPlatform(t, "platform-admin-ui", func(c *config.Config) {
 		c.Flows.TraceURL = "https://tempo.example/trace/{traceId}"
 		c.Flows.Replica = "replica-1"
 		c.Keys.Provider, c.Keys.MasterKey = "local", "b3BzbWNwLXRlc3QtbWFzdGVyLWtleS0wMDAwMDAwMDE=" // per-tenant rings for the Keys page
-	}))
-	oidctest.RegisterWebClient(clientID, "s3cret", p.URL+"/admin/callback")
+	})
+	oidctest.SetRoles("id1", "platform-admin")
+	oidctest.SetRoles("id2", "tenant-admin:acme")
 	url := backend(t)
 	for _, slug := range []string{"acme", "globex"} {
 		p.Tenant(t, slug)

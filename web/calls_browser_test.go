@@ -12,7 +12,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/opsmcp/platform/config"
 	"github.com/opsmcp/platform/testkit/browsertest"
 	"github.com/opsmcp/platform/testkit/nodeclient"
 	"github.com/opsmcp/platform/testkit/oidctest"
@@ -103,14 +102,8 @@ func axeViolations(t *testing.T, ctx context.Context) string {
 }
 
 func TestAOneRoundCallToADeadWebhookAppearsLiveWithItsCause(t *testing.T) {
-	op := oidctest.Start(t)
+	p, op := adminPlatform(t, "platform-admin-calls")
 	oidctest.SetRoles("id1", "platform-admin")
-	clientID := "platform-admin-calls"
-	p := platformtest.Start(t, platformtest.SQLiteURL(t), platformtest.WithConfig(func(c *config.Config) {
-		c.AdminIssuer, c.AdminClientID, c.AdminClientSecret = op.Issuer, clientID, "s3cret"
-		c.KeepBootstrapToken = true
-	}))
-	oidctest.RegisterWebClient(clientID, "s3cret", p.URL+"/admin/callback")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -7,10 +7,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/opsmcp/platform/config"
 	"github.com/opsmcp/platform/testkit/browsertest"
 	"github.com/opsmcp/platform/testkit/oidctest"
-	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
 // TestTenTabsShareOneStreamAndActionsNeverQueueBehindIt opens the flow
@@ -20,14 +18,8 @@ import (
 // tab still follows changes live, no tab holds a stream itself, and a
 // cancel from the tenth tab goes through.
 func TestTenTabsShareOneStreamAndActionsNeverQueueBehindIt(t *testing.T) {
-	op := oidctest.Start(t)
+	p, op := adminPlatform(t, "platform-admin-tabs")
 	oidctest.SetRoles("id1", "platform-admin")
-	clientID := "platform-admin-tabs"
-	p := platformtest.Start(t, platformtest.SQLiteURL(t), platformtest.WithConfig(func(c *config.Config) {
-		c.AdminIssuer, c.AdminClientID, c.AdminClientSecret = op.Issuer, clientID, "s3cret"
-		c.KeepBootstrapToken = true
-	}))
-	oidctest.RegisterWebClient(clientID, "s3cret", p.URL+"/admin/callback")
 	p.Tenant(t, "acme")
 	p.Tool(t, "acme", deployTool(backend(t)))
 

@@ -13,7 +13,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/opsmcp/platform/config"
 	"github.com/opsmcp/platform/testkit/browsertest"
 	"github.com/opsmcp/platform/testkit/oidctest"
 	"github.com/opsmcp/platform/testkit/platformtest"
@@ -69,14 +68,8 @@ func (b *taskBackend) report(t *testing.T, id string, seq int64, r webhook.Repor
 // (creation, progress, the question); an admin cancels it there, and the
 // cancel reaches its backend naming the admin.
 func TestAdminsSeeTasksAndCancelThem(t *testing.T) {
-	op := oidctest.Start(t)
+	p, op := adminPlatform(t, "platform-admin-ui")
 	oidctest.SetRoles("id1", "platform-admin")
-	clientID := "platform-admin-ui"
-	p := platformtest.Start(t, platformtest.SQLiteURL(t), platformtest.WithConfig(func(c *config.Config) {
-		c.AdminIssuer, c.AdminClientID, c.AdminClientSecret = op.Issuer, clientID, "s3cret"
-		c.KeepBootstrapToken = true
-	}))
-	oidctest.RegisterWebClient(clientID, "s3cret", p.URL+"/admin/callback")
 	b := newTaskBackend(t)
 	p.Tenant(t, "acme")
 	p.Tool(t, "acme", obj{"name": "export", "description": "Exports a month of orders", "inputSchema": obj{"type": "object"},

@@ -47,7 +47,9 @@ function breakdown(r) {
   if (!parts.length) return null;
   const rest = r.serverUs - parts.reduce((a, [, us]) => a + us, 0);
   if (rest > 0) parts.push(["other", rest]);
-  return h("span", { class: "breakdown" }, " (" + parts.map(([k, us]) => `${k} ${duration(us / 1000)}`).join(" · ") + ")");
+  // Steps under a tenth of a millisecond are said in µs, not "0.0 ms".
+  const said = (us) => us < 100 ? `${Math.round(us)} µs` : duration(us / 1000);
+  return h("span", { class: "breakdown" }, " (" + parts.map(([k, us]) => `${k} ${said(us)}`).join(" · ") + ")");
 }
 
 // answersOf says how each question was answered: the actions alone, or,
