@@ -1,12 +1,27 @@
 package record
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+)
 
 // RoundSeqs are the seqs of a flow's flow_rounds rows, in order.
 func (s *Record) RoundSeqs(ctx context.Context, flowID string) ([]int64, error) {
 	var seqs []int64
 	err := s.db.WithContext(ctx).Raw("SELECT seq FROM flow_rounds WHERE flow_id = ? ORDER BY seq", flowID).Scan(&seqs).Error
 	return seqs, err
+}
+
+// RowRounds is how many rounds a flow's row holds (its first batch's),
+// -1 for none.
+func (s *Record) RowRounds(ctx context.Context, flowID string) (int, error) {
+	var h *string
+	if err := s.db.WithContext(ctx).Raw("SELECT history FROM flows WHERE id = ?", flowID).Scan(&h).Error; err != nil || h == nil {
+		return -1, err
+	}
+	var rounds []json.RawMessage
+	err := json.Unmarshal([]byte(*h), &rounds)
+	return len(rounds), err
 }
 
 // SetMaxBatchDocument lowers the size at which a batch's rounds are

@@ -29,11 +29,12 @@ import (
 // request, and the garbage collector does not read the record. A batch
 // of records is then merged into one row per flow by reading the
 // records' values in place (batchMerge: no value is decoded but the
-// round number, the times and the durations), and two statements upsert
-// the rows into flows and add their rounds to flow_rounds. PostgreSQL
-// gets the rows by binary COPY into a temporary table of the writing
-// session, the values copied as the records hold them; SQLite, in the
-// process, as JSON documents. The database sorts nothing: folding the
+// round number, the times and the durations), and statements upsert the
+// rows into flows and add their rounds to flow_rounds (on SQLite, a new
+// flow's first rounds go in its row: batchSQL). PostgreSQL gets the rows
+// by binary COPY into a temporary table of the writing session, the
+// values copied as the records hold them; SQLite, in the process, as
+// JSON documents. The database sorts nothing: folding the
 // batch in SQL instead (window functions ranking each flow's rounds)
 // cost SQLite four times the whole write, and PostgreSQL as much of its
 // own cores.
@@ -76,6 +77,14 @@ var batchColumns = []column{
 // rounds.
 var tableColumns = append(batchColumns[:vRound:vRound], column{"fl", colInt}, column{"key_rounds", colInt},
 	column{"trace_rounds", colInt}, column{"history", colText})
+
+// Where flow_batch's own values are in its rows (tableColumns' order).
+const (
+	tFl = vRound + iota
+	tKeyRounds
+	tTraceRounds
+	tHistory
+)
 
 // Where each value is in a record (batchColumns' order).
 const (
@@ -269,20 +278,30 @@ func (s *Record) writeBatchSQLite(ctx context.Context, first *Statement, recs []
 		}
 		// Text, not bytes: SQLite's JSON functions read a blob as its
 		// own binary JSON. A batch of huge questions goes in several
-		// pairs of statements, none much over maxBatchDocument.
+		// statements, none much over maxBatchDocument.
 		stmts := batchStatements[sqldb.SQLite]
+		recorded, err := bb.recorded(tx, stmts.recorded, recs)
+		if err != nil {
+			return err
+		}
 		for start := 0; start < len(bb.merge.flows); {
-			rows := &jsonRows{b: bb.buf[:0], h: bb.history[:0]}
+			rows := &jsonRows{b: bb.buf[:0], first: bb.first[:0], h: bb.history[:0], scratch: bb.scratch[:0], recorded: recorded}
 			n := bb.merge.rows(rows, recs, start, maxBatchDocument)
-			bb.buf, bb.history = rows.end()
-			res := tx.Exec(stmts.flows, next-1, string(bb.buf))
+			b, first, h := rows.end()
+			bb.buf, bb.first, bb.scratch = b, first, rows.scratch
+			if h != nil {
+				bb.history = h
+			}
+			if h != nil {
+				if err := tx.Exec(stmts.rounds, next-1, string(h)).Error; err != nil {
+					return fmt.Errorf("write flow rounds: %w", err)
+				}
+			}
+			res := tx.Exec(stmts.flows, string(b), string(first), next-1)
 			if res.Error != nil {
 				return fmt.Errorf("write flows: %w", res.Error)
 			}
 			changed += int(res.RowsAffected)
-			if err := tx.Exec(stmts.rounds, next-1, string(bb.history)).Error; err != nil {
-				return fmt.Errorf("write flow rounds: %w", err)
-			}
 			start += n
 		}
 		return nil
@@ -555,7 +574,8 @@ type rowWriter interface {
 	value(typ colType, v []byte)
 	number(typ colType, v int64)
 	// history writes a flow's rounds, each a JSON object, as a JSON
-	// array; id and tenant are the flow's, fl its place in the batch.
+	// array (null for none); id and tenant are the flow's, fl its place
+	// in the batch.
 	history(id, tenant []byte, fl int64, rounds func(yield func([]byte) bool))
 	size() int
 }
@@ -582,10 +602,11 @@ func (m *batchMerge) rows(w rowWriter, recs [][]byte, start, max int) int {
 		w.number(colInt, fl)
 		w.number(colInt, m.n(recs, f.keyed))
 		w.number(colInt, m.n(recs, f.traced))
+		id, tenant := value(recs[f.first], m.ix[f.first][vID]), value(recs[f.first], m.ix[f.first][vTenantID])
 		if f.rounds < 0 {
-			w.history(nil, nil, fl, nil)
+			w.history(id, tenant, fl, nil)
 		} else {
-			w.history(value(recs[f.first], m.ix[f.first][vID]), value(recs[f.first], m.ix[f.first][vTenantID]), fl, func(yield func([]byte) bool) {
+			w.history(id, tenant, fl, func(yield func([]byte) bool) {
 				for r := f.rounds; r >= 0; r = m.next[r] {
 					if !yield(value(recs[r], m.ix[r][vRound])) {
 						return
@@ -661,15 +682,19 @@ func (c *copyRows) end() []byte {
 	return binary.BigEndian.AppendUint16(c.b, 0xFFFF)
 }
 
-// jsonRows writes rows as the two JSON documents SQLite's statements
+// jsonRows writes rows as the three JSON documents SQLite's statements
 // take apart: the flows' rows (b), an array of rows each an array of a
-// flow's values and fl; and their rounds (h), rows of id, fl, tenant id
-// and the rounds as a JSON string. The rounds go apart because SQLite
-// reads each value of a row by parsing the row's text again: with its
-// rounds in it, every flow's rounds were parsed some 25 times.
+// flow's values, fl, key_rounds and trace_rounds; the rounds of each flow
+// not recorded before (first), an array in step with b of JSON strings
+// or nulls, for its new row; and the rounds of flows recorded before (h),
+// rows of id, fl, tenant id and the rounds as a JSON string, for
+// flow_rounds. The rounds stay out of b's rows because SQLite compares
+// a row's whole text again for each value it reads from it.
 type jsonRows struct {
-	b, h    []byte
-	scratch []byte
+	b, first, h []byte
+	scratch     []byte
+	// recorded are the flows of the batch recorded before it.
+	recorded map[string]bool
 }
 
 func (j *jsonRows) row() {
@@ -715,10 +740,20 @@ func appendJSONNumber(b []byte, typ colType, v int64) []byte {
 }
 
 func (j *jsonRows) history(id, tenant []byte, fl int64, rounds func(yield func([]byte) bool)) {
+	j.first = append(j.first, ',')
+	if len(j.first) == 1 {
+		j.first[0] = '['
+	}
 	if rounds == nil {
+		j.first = append(j.first, "null"...)
 		return
 	}
 	j.scratch = appendHistory(j.scratch[:0], rounds)
+	if !j.recorded[string(id)] {
+		j.first = jsontext.AppendString(j.first, j.scratch)
+		return
+	}
+	j.first = append(j.first, "null"...)
 	if len(j.h) == 0 {
 		j.h = append(j.h, '[')
 	} else {
@@ -731,19 +766,20 @@ func (j *jsonRows) history(id, tenant []byte, fl int64, rounds func(yield func([
 	j.h = append(j.h, ']')
 }
 
-func (j *jsonRows) size() int { return len(j.b) + len(j.h) }
+func (j *jsonRows) size() int { return len(j.b) + len(j.first) + len(j.h) }
 
-// end closes both documents.
-func (j *jsonRows) end() (flows, rounds []byte) {
-	if len(j.b) == 0 {
-		j.b = append(j.b, '[')
-	} else {
-		j.b = append(j.b, ']')
+// end closes the documents; h is nil when no flow was recorded before.
+func (j *jsonRows) end() (b, first, h []byte) {
+	closeDoc := func(d []byte, tail string) []byte {
+		if len(d) == 0 {
+			return append(d, "[]"...)
+		}
+		return append(d, tail...)
 	}
-	if len(j.h) == 0 {
-		j.h = append(j.h, '[')
+	if len(j.h) > 0 {
+		h = append(j.h, ']')
 	}
-	return append(j.b, ']'), append(j.h, ']')
+	return closeDoc(j.b, "]]"), closeDoc(j.first, "]"), h
 }
 
 // maxBatchDocument bounds one SQLite statement's share of a batch. A
@@ -756,9 +792,12 @@ var maxBatchDocument = 32 << 20
 // create the session's flow_batch if it has none, fill it by COPY,
 // upsert its rows into flows (the seq before the batch's first is the
 // one parameter) and add their rounds to flow_rounds (the same
-// parameter). SQLite, in the process, takes the rows from JSON documents
-// directly (the same parameter, then the document).
-type batchSQL struct{ create, fill, flows, rounds string }
+// parameter). SQLite, in the process, finds which of the batch's flows
+// are recorded already (recorded, from a document of their ids), adds
+// their rounds to flow_rounds (the same parameter, then a document of
+// them, jsonRows' h), and upserts the rows into flows with the others'
+// rounds (the documents b and first, then the same parameter).
+type batchSQL struct{ create, fill, flows, rounds, recorded string }
 
 var batchStatements = map[sqldb.Dialect]batchSQL{sqldb.SQLite: newBatchSQL(sqldb.SQLite), sqldb.Postgres: newBatchSQL(sqldb.Postgres)}
 
@@ -769,7 +808,14 @@ func newBatchSQL(d sqldb.Dialect) batchSQL {
 	for _, c := range batchColumns[:vRound] {
 		flow = append(flow, c.name)
 	}
-	into := "INSERT INTO flows (" + strings.Join(flow, ", ") + ", seq) SELECT "
+	// On SQLite a new row holds the rounds of its first batch
+	// (history), and the upsert leaves a stored row's as they are: a
+	// flow's first rounds cost no row of flow_rounds, which most flows
+	// (one-round calls) would otherwise add. PostgreSQL writes every
+	// batch's rounds to flow_rounds: the database, apart from the
+	// serving cores, does that work, and finding which flows are new
+	// costs it a second join.
+	into := "INSERT INTO flows (" + strings.Join(flow, ", ") + ", seq, history) SELECT "
 	const intoRounds = "INSERT INTO flow_rounds (flow_id, seq, tenant_id, rounds) SELECT "
 	// selectFlow reads the flow's row from the batch (col names a
 	// column), b, joined to the flow's stored row, f. A key or trace
@@ -782,26 +828,38 @@ func newBatchSQL(d sqldb.Dialect) batchSQL {
 		for i := range vRound {
 			switch i {
 			case vKey, vTrace:
-				from := vRound + 1 // key_rounds
+				from := tKeyRounds
 				if i == vTrace {
-					from++
+					from = tTraceRounds
 				}
 				fmt.Fprintf(&b, "CASE WHEN %s >= COALESCE(f.rounds, 0) THEN %s ELSE '' END, ", col(from), col(i))
 			default:
 				b.WriteString(col(i) + ", ")
 			}
 		}
-		b.WriteString(seq)
+		b.WriteString(seq + ", " + col(tHistory))
 		return b.String()
 	}
 	if d == sqldb.SQLite {
-		col := func(i int) string { return fmt.Sprintf("b.value->>'$[%d]'", i) }
+		// Each row of the batch is made once, as text (MATERIALIZED: a
+		// value taken from json_each's row in place is the row made anew
+		// for each column read), and its first rounds are joined by
+		// place.
+		const rows = "WITH b(k, v) AS MATERIALIZED (SELECT key, value FROM json_each(?)), " +
+			"n(k, r) AS MATERIALIZED (SELECT key, value FROM json_each(?)) "
+		col := func(i int) string {
+			if i == tHistory {
+				return "n.r"
+			}
+			return fmt.Sprintf("b.v->>'$[%d]'", i)
+		}
 		return batchSQL{
 			// "WHERE true" tells SQLite's parser the ON that follows
 			// starts the upsert.
-			flows: selectFlow(col, "CAST(? AS BIGINT) + "+col(vRound)) +
-				" FROM json_each(?) AS b LEFT JOIN flows f ON f.id = " + col(vID) + " WHERE true" + flowUpsert,
-			rounds: intoRounds + "value->>'$[0]', CAST(? AS BIGINT) + value->>'$[1]', value->>'$[2]', value->>'$[3]' FROM json_each(?)",
+			flows: rows + selectFlow(col, "CAST(? AS BIGINT) + "+col(tFl)) +
+				" FROM b JOIN n ON n.k = b.k LEFT JOIN flows f ON f.id = " + col(vID) + " WHERE true" + flowUpsert,
+			rounds:   intoRounds + "value->>'$[0]', CAST(? AS BIGINT) + value->>'$[1]', value->>'$[2]', value->>'$[3]' FROM json_each(?)",
+			recorded: "SELECT j.value FROM json_each(?) j JOIN flows f ON f.id = j.value",
 		}
 	}
 	types := map[colType]string{colText: "TEXT", colInt: "BIGINT", colTime: "TIMESTAMP"}
@@ -823,8 +881,47 @@ func newBatchSQL(d sqldb.Dialect) batchSQL {
 		// client hands it over empty).
 		create: "CREATE TEMP TABLE IF NOT EXISTS " + table + " (" + strings.Join(defs, ", ") + ") ON COMMIT DELETE ROWS",
 		fill:   "COPY " + table + " (" + strings.Join(cols, ", ") + ") FROM STDIN (FORMAT binary)",
-		flows: selectFlow(func(i int) string { return "b." + tableColumns[i].name }, "CAST($1 AS BIGINT) + b.fl") +
+		flows: selectFlow(func(i int) string {
+			if i == tHistory {
+				return "NULL"
+			}
+			return "b." + tableColumns[i].name
+		}, "CAST($1 AS BIGINT) + b.fl") +
 			" FROM " + table + " b LEFT JOIN flows f ON f.id = b.id" + flowUpsert,
 		rounds: intoRounds + "id, " + seq + ", tenant_id, history FROM " + table + " WHERE history IS NOT NULL",
 	}
+}
+
+// recorded are the flows of the merged batch that the record holds
+// already (on SQLite: PostgreSQL joins its flow_batch instead).
+func (bb *batchBuffer) recorded(tx *gorm.DB, query string, recs [][]byte) (map[string]bool, error) {
+	m := &bb.merge
+	bb.ids = append(bb.ids[:0], '[')
+	for i, f := range m.flows {
+		if i > 0 {
+			bb.ids = append(bb.ids, ',')
+		}
+		bb.ids = jsontext.AppendString(bb.ids, value(recs[f.first], m.ix[f.first][vID]))
+	}
+	bb.ids = append(bb.ids, ']')
+	if bb.recordedIDs == nil {
+		bb.recordedIDs = make(map[string]bool)
+	}
+	clear(bb.recordedIDs)
+	rows, err := tx.Raw(query, string(bb.ids)).Rows()
+	if err != nil {
+		return nil, fmt.Errorf("read recorded flows: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("read recorded flows: %w", err)
+		}
+		bb.recordedIDs[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read recorded flows: %w", err)
+	}
+	return bb.recordedIDs, nil
 }

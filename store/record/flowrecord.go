@@ -224,8 +224,11 @@ const newer = `excluded.rounds >= flows.rounds AND flows.state <> 'cancelled'`
 // to the system than the encoding took. (A sync.Pool loses it at every
 // collection.)
 type batchBuffer struct {
-	buf, history []byte // SQLite's second document
-	merge        batchMerge
+	buf                     []byte
+	first, history, scratch []byte // SQLite's other documents, and a flow's rounds before they are quoted
+	ids                     []byte // SQLite's document of the batch's flows
+	recordedIDs             map[string]bool
+	merge                   batchMerge
 }
 
 // takeBuffer takes the store's batch buffer, or a new one while another
@@ -242,7 +245,7 @@ func (s *Record) takeBuffer() *batchBuffer {
 // giveBuffer gives bb back to s, unless a batch of huge questions grew it
 // past what is worth keeping.
 func (s *Record) giveBuffer(bb *batchBuffer) {
-	if cap(bb.buf)+cap(bb.history) > 16<<20 {
+	if cap(bb.buf)+cap(bb.first)+cap(bb.history)+cap(bb.scratch) > 16<<20 {
 		return
 	}
 	select {
@@ -555,9 +558,13 @@ func (s *Record) IDs(ctx context.Context, f Filter, limit int) ([]Flow, error) {
 // GetFlow returns a flow and its rounds in order; ErrNotFound when the
 // record does not know it.
 func (s *Record) Get(ctx context.Context, flowID string) (*Flow, []Round, error) {
-	var f Flow
+	// The row with its first rounds: only here are they read.
+	var row struct {
+		Flow
+		History *string
+	}
 	db := s.db.WithContext(ctx)
-	err := db.Where("id = ?", flowID).Take(&f).Error
+	err := db.Model(&Flow{}).Select("*").Where("id = ?", flowID).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return nil, nil, sqldb.ErrNotFound
 	}
@@ -568,6 +575,9 @@ func (s *Record) Get(ctx context.Context, flowID string) (*Flow, []Round, error)
 	if err := db.Where("flow_id = ?", flowID).Order("seq").Find(&batches).Error; err != nil {
 		return nil, nil, fmt.Errorf("read flow rounds: %w", err)
 	}
+	if row.History != nil {
+		batches = slices.Insert(batches, 0, flowRounds{Rounds: *row.History})
+	}
 	var rounds []Round
 	for _, b := range batches {
 		var rs []Round
@@ -576,6 +586,7 @@ func (s *Record) Get(ctx context.Context, flowID string) (*Flow, []Round, error)
 		}
 		rounds = append(rounds, rs...)
 	}
+	f := row.Flow
 	// In round order; rounds of one number (a retried round, a refused
 	// replay) in the order they were written.
 	slices.SortStableFunc(rounds, func(a, b Round) int { return a.N - b.N })

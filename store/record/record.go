@@ -30,7 +30,10 @@ type Record struct {
 // New is the record kept in conn's database. Only package store calls
 // it (conn is store-internal): the record is reached as Store.Record.
 func New(conn *sqldb.Conn) *Record {
-	r := &Record{db: conn.DB, dialect: conn.Dialect, conn: conn, buffers: make(chan *batchBuffer, 1), byteOrder: true}
+	// Rows are read by their fields, not *: a flow's row holds its
+	// first rounds too (history), which only Get reads.
+	db := conn.DB.Session(&gorm.Session{QueryFields: true})
+	r := &Record{db: db, dialect: conn.Dialect, conn: conn, buffers: make(chan *batchBuffer, 1), byteOrder: true}
 	if conn.Dialect == sqldb.Postgres {
 		r.byteOrder = postgresByteOrder(conn.DB)
 	}
