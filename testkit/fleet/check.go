@@ -116,6 +116,7 @@ func (fl *fleet) check(ctx context.Context) error {
 	panics := &assertion{name: "no-panic-clean-exit"}
 	tasks := &assertion{name: "tasks-survive-faults"}
 	deploys := &assertion{name: "destructive-rounds-recorded"}
+	dashboard := &assertion{name: "dashboard-queries-answer"}
 
 	// Rounds and failures, from the client's side: every failed attempt
 	// must be clean and explained by a fault; a flow that failed after
@@ -201,6 +202,8 @@ func (fl *fleet) check(ctx context.Context) error {
 	// exempt flows checked the same way, their failures only counted.
 	lostRecord := &assertion{name: "lost-record"}
 	fl.checkRecords(ctx, lostRecord, exempt)
+	// While the replicas serve and Prometheus scrapes them.
+	fl.checkDashboard(ctx, dashboard)
 	// Stopping the replicas flushes their spans to the receiver.
 	for _, r := range fl.replicas {
 		panics.checked++
@@ -222,7 +225,7 @@ func (fl *fleet) check(ctx context.Context) error {
 
 	loss += "; " + fl.checkTasks(tasks, tl)
 
-	all := []*assertion{wrong, clean, record, traces, faults, spread, panics, tasks, deploys}
+	all := []*assertion{wrong, clean, record, traces, faults, spread, panics, tasks, deploys, dashboard}
 	var failedNames []string
 	for _, a := range all {
 		fmt.Fprintln(fl.cfg.Log, "fleet:", a)

@@ -27,8 +27,11 @@ type Config struct {
 	Dir string
 	// Binaries: the platform built from this repository, Vault (from
 	// scripts/vault), the folder of PostgreSQL's initdb and pg_ctl, and
-	// HAProxy.
-	PlatformBin, VaultBin, PGBin, HAProxyBin string
+	// HAProxy, and Prometheus.
+	PlatformBin, VaultBin, PGBin, HAProxyBin, PrometheusBin string
+	// Dashboard is the Grafana dashboard whose queries are checked
+	// against the fleet's Prometheus.
+	Dashboard string
 	// Duration is how long flows are driven. Faults come in cycles of
 	// CycleLength (rotation, catalogue add, SIGKILL, Vault outage,
 	// PostgreSQL outage, catalogue removal); a duration shorter than
@@ -78,6 +81,7 @@ type fleet struct {
 	vault    *vaultServer
 	replicas []*replica
 	lb       *haproxy
+	prom     *prometheus
 	spans    *spanIndex
 	hook     *backend
 	admin    *admin
@@ -189,7 +193,7 @@ func secret(n int) string {
 }
 
 // start brings up PostgreSQL, Vault, the OTLP receiver, the webhook,
-// three replicas and HAProxy.
+// three replicas, HAProxy and Prometheus.
 func (fl *fleet) start(ctx context.Context) error {
 	dir := fl.cfg.Dir
 	var err error
@@ -254,6 +258,13 @@ func (fl *fleet) start(ctx context.Context) error {
 	}
 	fl.logf("HAProxy: %s (round-robin over r1 r2 r3)", fl.lb.URL())
 	fl.admin = &admin{base: fl.lb.URL(), token: settings.AdminToken, http: &http.Client{}}
+	if fl.prom, err = newPrometheus(fl.cfg.PrometheusBin, dir, fl.replicas); err != nil {
+		return err
+	}
+	if err := fl.prom.start(ctx, dir); err != nil {
+		return err
+	}
+	fl.logf("Prometheus: %s (scraping each replica's metrics listener every %s)", fl.prom.URL(), scrapeInterval)
 	return nil
 }
 
@@ -267,6 +278,7 @@ func (fl *fleet) replicaURLs() []string {
 
 // shutdown stops whatever still runs, in reverse order.
 func (fl *fleet) shutdown() {
+	_ = fl.prom.stop()
 	if fl.lb != nil {
 		_ = fl.lb.stop()
 	}

@@ -14,9 +14,12 @@ import (
 type replica struct {
 	name string
 	port int
-	bin  string
-	env  []string
-	proc *proc
+	// metricsPort serves /metrics apart (--metrics-listen), for
+	// Prometheus.
+	metricsPort int
+	bin         string
+	env         []string
+	proc        *proc
 	// starts counts the times it was started (a restart after SIGKILL
 	// is the second).
 	starts int
@@ -41,8 +44,13 @@ func newReplica(name, bin, home string, s replicaSettings) (*replica, error) {
 	if err != nil {
 		return nil, err
 	}
+	metricsPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
 	env := append(baseEnv(home),
 		"PLATFORM_LISTEN="+fmt.Sprintf("127.0.0.1:%d", port),
+		"PLATFORM_METRICS_LISTEN="+fmt.Sprintf("127.0.0.1:%d", metricsPort),
 		"PLATFORM_PUBLIC_URL="+s.PublicURL,
 		"PLATFORM_DATABASE_URL="+s.DatabaseURL,
 		"PLATFORM_BOOTSTRAP_TOKEN="+s.AdminToken,
@@ -72,7 +80,7 @@ func newReplica(name, bin, home string, s replicaSettings) (*replica, error) {
 		// Spans name the replica as HAProxy and the flow record do.
 		"OTEL_RESOURCE_ATTRIBUTES=service.instance.id="+name,
 	)
-	return &replica{name: name, port: port, bin: bin, env: env}, nil
+	return &replica{name: name, port: port, metricsPort: metricsPort, bin: bin, env: env}, nil
 }
 
 // URL is the replica's own address (the driver's direct checks; clients

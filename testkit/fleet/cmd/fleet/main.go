@@ -26,6 +26,8 @@ func main() {
 	flag.StringVar(&cfg.VaultBin, "vault", "", "Vault binary, from scripts/vault (required)")
 	flag.StringVar(&cfg.PGBin, "pg-bin", "", "folder of PostgreSQL's initdb, pg_ctl and psql (required)")
 	flag.StringVar(&cfg.HAProxyBin, "haproxy", "haproxy", "HAProxy binary")
+	flag.StringVar(&cfg.PrometheusBin, "prometheus", "prometheus", "Prometheus binary")
+	flag.StringVar(&cfg.Dashboard, "dashboard", "helm/opsmcp/dashboards/opsmcp.json", "the Grafana dashboard whose queries are checked against the fleet's Prometheus")
 	flag.DurationVar(&cfg.Duration, "duration", fleet.CycleLength, fmt.Sprintf("how long flows are driven; faults come in cycles of %s", fleet.CycleLength))
 	flag.IntVar(&cfg.Concurrency, "concurrency", 8, "flows in flight at once")
 	flag.DurationVar(&cfg.Think, "think", 25*time.Millisecond, "mean pause between a flow's rounds (the client answering)")
