@@ -287,7 +287,9 @@ func (f *flowEngine) open(ctx context.Context, sealer *roundSealer, c *call, b m
 func (f *flowEngine) useOnce(ctx context.Context, c *call, fl *flow, rd *Round) (answer, bool) {
 	var err error
 	if f.ledger != nil {
+		start := time.Now()
 		err = f.ledger.Consume(ctx, rd, fl.stateExpires)
+		rd.RecordTime = time.Since(start)
 		rd.consumed = err == nil
 	} else {
 		err = f.consume(ctx, c.snap.tenantID, fl.id, fl.number, fl.stateExpires)

@@ -96,9 +96,12 @@ type Round struct {
 
 	// Where the round's server time went, beside the webhook's: verifying
 	// the bearer token, opening the inbound state (the key ring's
-	// decryption included) and sealing the outbound one. Zero for a step
-	// the round did not take.
-	AuthTime, OpenTime, SealTime time.Duration
+	// decryption included), the record's writes the round waited on
+	// before its webhook (a destructive or single-use tool's state
+	// consumed with its running mark; every other round's record is
+	// written after its answer, and never waited on), and sealing the
+	// outbound state. Zero for a step the round did not take.
+	AuthTime, OpenTime, RecordTime, SealTime time.Duration
 
 	// ResultType is the answer's resultType ("complete" or
 	// "input_required"); empty when the answer was an error or none was

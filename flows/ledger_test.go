@@ -84,6 +84,17 @@ func TestADestructiveRoundIsRecordedBeforeItRunsAndItsOutcomeBeforeItsAnswer(t *
 				if len(rounds) != 2 || rounds[0].(map[string]any)["resultType"] != "input_required" || rounds[1].(map[string]any)["resultType"] != "complete" {
 					t.Fatalf("its rounds, when its answer came: %v", rounds)
 				}
+				// The confirmed round waited on the record before its
+				// webhook, within its own time; the round that asked did
+				// not (its record is written after it is answered).
+				second := rounds[1].(map[string]any)
+				waited, _ := second["recordUs"].(float64)
+				if server, _ := second["serverUs"].(float64); waited <= 0 || waited > server {
+					t.Fatalf("the confirmed round's wait on the record: %v µs of %v µs", second["recordUs"], second["serverUs"])
+				}
+				if w, ok := rounds[0].(map[string]any)["recordUs"]; ok {
+					t.Fatalf("the round that asked says it waited %v µs on the record", w)
+				}
 			}
 			mu.Lock()
 			defer mu.Unlock()

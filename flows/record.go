@@ -137,7 +137,7 @@ func write(w *record.RoundWrite, rd *endpoint.Round, replica string, running boo
 	f.Message = cause(rd, f.State, f.Detail)
 	r.ArrivedAt, r.EndedAt = rd.Arrived, rd.Ended
 	r.ServerUS = rd.Ended.Sub(rd.Arrived).Microseconds()
-	r.AuthUS, r.OpenUS, r.SealUS = rd.AuthTime.Microseconds(), rd.OpenTime.Microseconds(), rd.SealTime.Microseconds()
+	r.AuthUS, r.OpenUS, r.RecordUS, r.SealUS = rd.AuthTime.Microseconds(), rd.OpenTime.Microseconds(), rd.RecordTime.Microseconds(), rd.SealTime.Microseconds()
 	r.ResultType, r.ErrorClass, r.Cause = rd.ResultType, f.Detail, f.Message
 	r.StateIn, r.KeyIn, r.KeyOut = rd.StateIn.Outcome, rd.StateIn.KeyID, rd.StateOut.KeyID
 	r.Replica, r.TraceID, r.SpanID = replica, f.TraceID, spanID

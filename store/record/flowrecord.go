@@ -104,10 +104,13 @@ type Round struct {
 	ServerUS     int64     `json:"serverUs"`
 	ClientWaitUS int64     `json:"clientWaitUs"`
 	// Where the server time went (µs), beside the webhook's duration:
-	// the bearer token's check, opening the inbound state, sealing the
-	// outbound one. Absent for a step the round did not take.
+	// the bearer token's check, opening the inbound state, the record's
+	// writes waited on before the webhook (a destructive or single-use
+	// tool's), sealing the outbound state. Absent for a step the round
+	// did not take.
 	AuthUS     int64  `json:"authUs,omitempty"`
 	OpenUS     int64  `json:"openUs,omitempty"`
+	RecordUS   int64  `json:"recordUs,omitempty"`
 	SealUS     int64  `json:"sealUs,omitempty"`
 	ResultType string `json:"resultType,omitempty"`
 	ErrorClass string `json:"errorClass,omitempty"`

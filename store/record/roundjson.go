@@ -24,7 +24,7 @@ func (r *Round) appendJSON(b []byte) []byte {
 	for _, f := range [...]struct {
 		key string
 		val int64
-	}{{`,"authUs":`, r.AuthUS}, {`,"openUs":`, r.OpenUS}, {`,"sealUs":`, r.SealUS}} {
+	}{{`,"authUs":`, r.AuthUS}, {`,"openUs":`, r.OpenUS}, {`,"recordUs":`, r.RecordUS}, {`,"sealUs":`, r.SealUS}} {
 		if f.val > 0 {
 			b = strconv.AppendInt(append(b, f.key...), f.val, 10)
 		}

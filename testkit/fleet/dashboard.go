@@ -276,7 +276,7 @@ func (p *promAPI) get(ctx context.Context, path string, q url.Values, out any) e
 		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, trim(string(body), 200))
 	}
 	if r.Status != "success" {
-		return fmt.Errorf("Prometheus: %s", r.Error)
+		return fmt.Errorf("prometheus: %s", r.Error)
 	}
 	return json.Unmarshal(r.Data, out)
 }

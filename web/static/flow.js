@@ -39,10 +39,11 @@ function time(iso) {
 }
 
 // breakdown says where a round's server time went: the token's check,
-// opening the inbound state, the webhook, sealing the outbound state,
-// and the rest (reading, deciding, writing the answer).
+// opening the inbound state, the record's writes it waited on (a
+// destructive tool's), the webhook, sealing the outbound state, and the
+// rest (reading, deciding, writing the answer).
 function breakdown(r) {
-  const parts = [["token", r.authUs], ["state", r.openUs], ["webhook", r.webhook ? r.webhook.durationUs ?? r.webhook.durationMs * 1000 : 0], ["seal", r.sealUs]]
+  const parts = [["token", r.authUs], ["state", r.openUs], ["record", r.recordUs], ["webhook", r.webhook ? r.webhook.durationUs ?? r.webhook.durationMs * 1000 : 0], ["seal", r.sealUs]]
     .filter(([, us]) => us > 0);
   if (!parts.length) return null;
   const rest = r.serverUs - parts.reduce((a, [, us]) => a + us, 0);
