@@ -521,6 +521,7 @@ func (e *Handler) authenticate(x *exchange, s *snapshot) (*auth.Principal, bool)
 			// get one (the challenge below): not a refusal worth a record.
 			e.log.WarnContext(x.ctx, "bearer token refused", "tenant", s.slug, "reason", reason)
 			x.round.TokenRefused = reason
+			x.round.Method, x.round.Target = claimed(x.req.Header)
 		}
 		x.w.Header().Set("WWW-Authenticate", auth.Challenge(s.metadataURL, s.scopes))
 		x.fail(newError(http.StatusUnauthorized, mcp.CodeInvalidRequest, "Unauthorized: a valid bearer token for this endpoint is required", nil))
@@ -613,6 +614,25 @@ func httpVersion(r *http.Request) string {
 		return "3"
 	}
 	return "1." + strconv.Itoa(r.ProtoMinor)
+}
+
+// claimed is what a request refused before its body is read says it
+// calls, by its headers (a 2026-07-28 client names the method and its
+// target there): a call, a prompt or a resource read, and its target,
+// bounded as a read body's would be. Nothing checked it against a body,
+// so the record holds it as the caller's claim; any other method is
+// left unnamed.
+func claimed(h http.Header) (method, target string) {
+	m, _ := headerValue(h, mcp.HeaderMethod)
+	switch m {
+	case mcp.MethodToolsCall, mcp.MethodPromptsGet:
+		t, _ := headerValue(h, mcp.HeaderName)
+		return m, bounded.String(t, bounded.Value)
+	case mcp.MethodResourcesRead:
+		t, _ := headerValue(h, mcp.HeaderName)
+		return m, bounded.URL(t, bounded.Value)
+	}
+	return "", ""
 }
 
 // boundedID is a request id fit to record: as sent when short, else a

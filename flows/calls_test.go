@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/config"
+	"github.com/opsmcp/platform/internal/bounded"
 	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/testkit/testwait"
 	"github.com/opsmcp/platform/webhook"
@@ -217,6 +218,48 @@ func TestRefusalsAreRecordedWithinABudgetAndTheRestCounted(t *testing.T) {
 		}
 		if strings.Contains(msg, "not-a-jwt") || strings.Contains(msg, "dXNlcjpwYXNz") {
 			t.Fatalf("a refused token's value reached the record: %q", msg)
+		}
+	}
+}
+
+// TestARefusedTokenIsRecordedWithTheCallItClaims: a request refused
+// for its token is recorded before its body is read, with the method
+// and target its headers claim (a 2026-07-28 client names them there),
+// each as a read body's would be kept: a call, a prompt or a resource
+// read only, the target bounded, a resource URI without what may hold a
+// secret, undecodable bytes replaced.
+func TestARefusedTokenIsRecordedWithTheCallItClaims(t *testing.T) {
+	p := platformtest.Start(t, platformtest.SQLiteURL(t))
+	p.MustAdmin(t, 201, "POST", "/api/v1/tenants", obj{"slug": "closed", "displayName": "closed",
+		"settings": obj{"auth": obj{"issuers": []obj{{"issuer": "https://issuer.example", "audiences": []string{"app"}}}}}})
+	long := strings.Repeat("n", 1000)
+	i := 0
+	for _, tc := range []struct {
+		method, name       string
+		wantMethod, target string
+	}{
+		{"tools/call", "deploy", "tools/call", "deploy"},
+		{"prompts/get", "summary", "prompts/get", "summary"},
+		{"resources/read", "https://user:pw@files.example/report?token=s3cret#top", "resources/read", "https://files.example/report"},
+		{"tools/call", long, "tools/call", long[:bounded.Value-len("…")] + "…"},
+		{"tools/list", "", "", ""},
+		{"evil/<script>", "<script>", "", ""},
+	} {
+		i++
+		h := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
+			"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {tc.method}, "Authorization": {"Bearer not-a-jwt"}}
+		if tc.name != "" {
+			h.Set("Mcp-Name", tc.name)
+		}
+		if r := platformtest.Do(t, "POST", p.URL+"/t/closed/mcp", h, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`)); r.Status != 401 {
+			t.Fatalf("%s: status %d", tc.method, r.Status)
+		}
+		f := flowsOf(t, p, "closed", "", i)[0] // the newest change first
+		if f["method"] != tc.wantMethod || f["target"] != tc.target || f["state"] != "rejected" {
+			t.Errorf("Mcp-Method %q, Mcp-Name %.40q: recorded as %v %.40q (%v); want %q %.40q", tc.method, tc.name, f["method"], f["target"], f["state"], tc.wantMethod, tc.target)
+		}
+		if all := p.Admin(t, "GET", "/api/v1/tenants/closed/flows?limit=500", nil); strings.Contains(string(all.Body), "s3cret") {
+			t.Fatalf("a claimed URI's secret reached the record: %s", all.Body)
 		}
 	}
 }
