@@ -272,8 +272,16 @@ func mapsValues(m map[string]string) []string {
 	return out
 }
 
+// TestSamplingLeavesOutSuccessesButNeverAFailure, on both databases: a
+// tenant that samples none of its successful calls has its failure
+// recorded all the same, and one that samples all has every call.
 func TestSamplingLeavesOutSuccessesButNeverAFailure(t *testing.T) {
-	p := platformtest.Start(t, platformtest.SQLiteURL(t))
+	for _, d := range platformtest.Dialects() {
+		t.Run(d.Name, func(t *testing.T) { sampling(t, platformtest.Start(t, d.New(t))) })
+	}
+}
+
+func sampling(t *testing.T, p *platformtest.Platform) {
 	hook := failingBackend(t)
 	for _, tc := range []struct {
 		slug     string
