@@ -88,8 +88,12 @@ func (l *legacy) run(ctx context.Context) {
 			l.relay.stopAll()
 			return
 		case <-prune.C:
-			if err := l.e.opts.Sessions.Prune(ctx, relayMaxAge); err != nil && ctx.Err() == nil {
+			sessions, relay, err := l.e.opts.Sessions.Prune(ctx, relayMaxAge)
+			if err != nil && ctx.Err() == nil {
 				l.e.log.Warn("pruning legacy sessions failed", "err", err)
+			}
+			if sessions+relay > 0 {
+				l.e.log.Debug("pruned legacy sessions", "sessions", sessions, "relay", relay)
 			}
 		}
 	}

@@ -37,7 +37,7 @@ type SessionStore interface {
 	End(ctx context.Context, tenantID, id, by string) error
 	EndAll(ctx context.Context, tenantID, by string) (int64, error)
 	EndedSince(ctx context.Context, since time.Time) ([]store.EndedLegacySession, error)
-	Prune(ctx context.Context, maxRelayAge time.Duration) error
+	Prune(ctx context.Context, maxRelayAge time.Duration) (sessions, relay int64, err error)
 	// Shared reports whether replicas share the database, so a message
 	// may have to be relayed (PostgreSQL; never on SQLite's one node).
 	Shared() bool

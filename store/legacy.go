@@ -202,17 +202,43 @@ func (s LegacySessions) List(ctx context.Context, tenantID, after string, limit 
 }
 
 // Prune deletes expired sessions and relay messages older than
-// maxRelayAge (nobody took them: their call had ended).
-func (s LegacySessions) Prune(ctx context.Context, maxRelayAge time.Duration) error {
+// maxRelayAge (nobody took them: their call had ended), each in bounded
+// batches (deleteInBatches); it returns how many rows of each it
+// deleted.
+func (s LegacySessions) Prune(ctx context.Context, maxRelayAge time.Duration) (sessions, relay int64, err error) {
 	now := time.Now().UTC()
-	db := s.db.WithContext(ctx)
-	if err := db.Where("expires_at <= ?", now).Delete(&LegacySession{}).Error; err != nil {
-		return fmt.Errorf("prune legacy sessions: %w", err)
+	if sessions, err = s.deleteInBatches(ctx, "legacy_sessions", "expires_at", now); err != nil {
+		return sessions, 0, fmt.Errorf("prune legacy sessions: %w", err)
 	}
-	if err := db.Where("created_at < ?", now.Add(-maxRelayAge)).Delete(&LegacyRelay{}).Error; err != nil {
-		return fmt.Errorf("prune legacy relay: %w", err)
+	if relay, err = s.deleteInBatches(ctx, "legacy_relay", "created_at", now.Add(-maxRelayAge)); err != nil {
+		return sessions, relay, fmt.Errorf("prune legacy relay: %w", err)
 	}
-	return nil
+	return sessions, relay, nil
+}
+
+// pruneBatch is how many rows one statement of a sweep deletes. A sweep
+// after a long stop, or after a flood of sessions, has millions to
+// delete: in one statement SQLite's only writer, or PostgreSQL's locks
+// on every row, would be held until the last, and every session's
+// creation would wait on it.
+var pruneBatch = 1000
+
+// deleteInBatches deletes table's rows whose column (indexed) is before
+// before, oldest first, pruneBatch at a time, each statement its own
+// transaction, until none is left or ctx ends.
+func (s LegacySessions) deleteInBatches(ctx context.Context, table, column string, before time.Time) (int64, error) {
+	q := "DELETE FROM " + table + " WHERE id IN (SELECT id FROM " + table + " WHERE " + column + " < ? ORDER BY " + column + " LIMIT ?)"
+	var n int64
+	for {
+		res := s.db.WithContext(ctx).Exec(q, before, pruneBatch)
+		if res.Error != nil {
+			return n, res.Error
+		}
+		n += res.RowsAffected
+		if res.RowsAffected < int64(pruneBatch) {
+			return n, nil
+		}
+	}
 }
 
 // Relay stores a message for the replica holding its target and

@@ -1,0 +1,28 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// PruneBatch is pruneBatch's default.
+var PruneBatch = pruneBatch
+
+// SetPruneBatch makes a sweep delete n rows a statement, so a test need
+// not write thousands of rows to see several.
+func SetPruneBatch(n int) (restore func()) {
+	old := pruneBatch
+	pruneBatch = n
+	return func() { pruneBatch = old }
+}
+
+// CreateMany inserts sessions in few statements, for tests and
+// benchmarks that need many.
+func (s LegacySessions) CreateMany(ctx context.Context, rows []LegacySession) error {
+	return s.db.WithContext(ctx).CreateInBatches(rows, 500).Error
+}
+
+// CreateRelay inserts a relay message written at created.
+func (s LegacySessions) CreateRelay(ctx context.Context, id, tenantID string, created time.Time) error {
+	return s.db.WithContext(ctx).Create(&LegacyRelay{ID: id, TenantID: tenantID, SessionID: "s", Target: "r1", Body: "{}", CreatedAt: created.UTC()}).Error
+}

@@ -1,0 +1,131 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/testkit/platformtest"
+)
+
+// legacySessions makes n sessions of tenantID expiring at exp, named by
+// prefix.
+func legacySessions(tenantID, prefix string, n int, exp time.Time) []store.LegacySession {
+	out := make([]store.LegacySession, n)
+	for i := range out {
+		out[i] = store.LegacySession{ID: fmt.Sprintf("%s%07d", prefix, i), TenantID: tenantID, ProtocolVersion: "2025-11-25",
+			CreatedAt: exp.Add(-24 * time.Hour).UTC(), ExpiresAt: exp.UTC()}
+	}
+	return out
+}
+
+// TestPruneDeletesInBoundedBatches: a sweep with more expired sessions
+// than one statement deletes goes on until none is left, keeps every
+// live session, ended or not, and deletes only relay messages past
+// their age, on both databases.
+func TestPruneDeletesInBoundedBatches(t *testing.T) {
+	defer store.SetPruneBatch(100)()
+	for _, d := range platformtest.Dialects() {
+		t.Run(d.Name, func(t *testing.T) {
+			ctx := context.Background()
+			st := acmeStore(t, d.New(t), false)
+			acme, err := st.Tenants().Get(ctx, "acme")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ls := st.Legacy()
+			now := time.Now()
+			// 350 expired (three full batches and a part), 7 live, 1 live
+			// but ended by its client.
+			if err := ls.CreateMany(ctx, legacySessions(acme.ID, "old", 350, now.Add(-time.Minute))); err != nil {
+				t.Fatal(err)
+			}
+			if err := ls.CreateMany(ctx, legacySessions(acme.ID, "new", 8, now.Add(time.Hour))); err != nil {
+				t.Fatal(err)
+			}
+			if err := ls.End(ctx, acme.ID, "new0000000", "client"); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 250 {
+				if err := ls.CreateRelay(ctx, fmt.Sprintf("stale%03d", i), acme.ID, now.Add(-2*time.Hour)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := ls.CreateRelay(ctx, "fresh", acme.ID, now); err != nil {
+				t.Fatal(err)
+			}
+			sessions, relay, err := ls.Prune(ctx, time.Hour)
+			if err != nil || sessions != 350 || relay != 250 {
+				t.Fatalf("pruned %d sessions and %d relay messages (%v); want 350 and 250", sessions, relay, err)
+			}
+			for _, id := range []string{"new0000001", "new0000007"} {
+				if _, err := ls.Get(ctx, acme.ID, id); err != nil {
+					t.Errorf("a live session %s was pruned: %v", id, err)
+				}
+			}
+			if _, err := ls.Get(ctx, acme.ID, "old0000349"); err == nil {
+				t.Error("an expired session outlived the sweep")
+			}
+			// Nothing left to delete: a second sweep deletes nothing.
+			if sessions, relay, err := ls.Prune(ctx, time.Hour); err != nil || sessions != 0 || relay != 0 {
+				t.Fatalf("a second sweep pruned %d and %d (%v)", sessions, relay, err)
+			}
+			// A sweep whose context ends stops, with what it did.
+			cancelled, cancel := context.WithCancel(ctx)
+			cancel()
+			if _, _, err := ls.Prune(cancelled, time.Hour); err == nil {
+				t.Error("a sweep with its context ended reported success")
+			}
+		})
+	}
+}
+
+// BenchmarkPruneLegacy times a sweep of 1,000,000 expired sessions
+// (LEGACY_PRUNE_ROWS to change it), in batches of the default size
+// (LEGACY_PRUNE_BATCH to change it): the sweep's total time, and so what
+// each statement holds the writer for.
+//
+//	go test -run XXX -bench PruneLegacy -benchtime 1x ./store
+func BenchmarkPruneLegacy(b *testing.B) {
+	rows := 1_000_000
+	if v := os.Getenv("LEGACY_PRUNE_ROWS"); v != "" {
+		rows, _ = strconv.Atoi(v)
+	}
+	batch := store.PruneBatch
+	if v := os.Getenv("LEGACY_PRUNE_BATCH"); v != "" {
+		// As the sweep was before it went in batches: one statement.
+		batch, _ = strconv.Atoi(v)
+		defer store.SetPruneBatch(batch)()
+	}
+	for _, d := range platformtest.Dialects() {
+		b.Run(d.Name, func(b *testing.B) {
+			ctx := context.Background()
+			st := acmeStore(b, d.New(b), false)
+			acme, err := st.Tenants().Get(ctx, "acme")
+			if err != nil {
+				b.Fatal(err)
+			}
+			ls := st.Legacy()
+			for b.Loop() {
+				b.StopTimer()
+				for i := 0; i < rows; i += 50_000 {
+					if err := ls.CreateMany(ctx, legacySessions(acme.ID, fmt.Sprintf("s%07d-", i), min(50_000, rows-i), time.Now().Add(-time.Minute))); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				n, _, err := ls.Prune(ctx, time.Hour)
+				if err != nil || n != int64(rows) {
+					b.Fatalf("pruned %d of %d: %v", n, rows, err)
+				}
+			}
+			statements := float64(b.N) * float64((rows+batch-1)/batch)
+			b.ReportMetric(float64(b.Elapsed().Milliseconds())/statements, "ms/statement")
+			b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}
