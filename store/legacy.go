@@ -218,9 +218,9 @@ func (s LegacySessions) Prune(ctx context.Context, maxRelayAge time.Duration) (s
 
 // pruneBatch is how many rows one statement of a sweep deletes. A sweep
 // after a long stop, or after a flood of sessions, has millions to
-// delete: in one statement SQLite's only writer, or PostgreSQL's locks
-// on every row, would be held until the last, and every session's
-// creation would wait on it.
+// delete: in one statement SQLite's only writer would be held until the
+// last (every other write waiting on it), and PostgreSQL would lock
+// every row to the end.
 var pruneBatch = 1000
 
 // deleteInBatches deletes table's rows whose column (indexed) is before
