@@ -24,6 +24,11 @@ type LegacyConfig struct {
 	// lifetime, sealed into the session id (a client then initializes
 	// again, as the protocol tells it to on 404).
 	SessionTTL time.Duration
+	// InitializePerCaller and InitializePerTenant bound the sessions a
+	// caller, and a tenant, may start a minute, on each replica: each
+	// initialize writes a row, and a public tenant's callers need no
+	// token to send them.
+	InitializePerCaller, InitializePerTenant int
 }
 
 // maxLegacySessionTTL is the longest session: the longest lifetime a
@@ -35,6 +40,8 @@ func legacyFlags(fs *flag.FlagSet, c *LegacyConfig) {
 	fs.DurationVar(&c.RoundTimeout, "legacy-round-timeout", 10*time.Minute, "how long a bridged round waits for a legacy client's answers (at most the tenant's state TTL)")
 	fs.IntVar(&c.MaxRounds, "legacy-max-rounds", 0, "most rounds of a bridged flow (0: the tenant's maxRounds, which also caps this)")
 	fs.DurationVar(&c.SessionTTL, "legacy-session-ttl", 24*time.Hour, "lifetime of a legacy session from its initialize, fixed (1m to 24h)")
+	fs.IntVar(&c.InitializePerCaller, "legacy-initialize-per-caller", 30, "legacy sessions one caller may start a minute on a tenant, on each replica (a caller is its token's principal; on a public tenant, its address)")
+	fs.IntVar(&c.InitializePerTenant, "legacy-initialize-per-tenant", 600, "legacy sessions a tenant's callers may start a minute in all, on each replica")
 }
 
 func (c *LegacyConfig) validate() []error {
@@ -47,6 +54,11 @@ func (c *LegacyConfig) validate() []error {
 	}
 	if c.SessionTTL < time.Minute || c.SessionTTL > maxLegacySessionTTL {
 		errs = append(errs, errors.New("legacy-session-ttl must be between 1m and 24h"))
+	}
+	if c.InitializePerCaller < 1 || c.InitializePerCaller > 100_000 || c.InitializePerTenant < 1 || c.InitializePerTenant > 1_000_000 {
+		errs = append(errs, errors.New("legacy-initialize-per-caller must be between 1 and 100000, legacy-initialize-per-tenant between 1 and 1000000"))
+	} else if c.InitializePerCaller > c.InitializePerTenant {
+		errs = append(errs, errors.New("legacy-initialize-per-caller cannot exceed legacy-initialize-per-tenant"))
 	}
 	return errs
 }

@@ -390,6 +390,11 @@ func (e *Handler) arrive(w http.ResponseWriter, r *http.Request) *exchange {
 		x.rd.ClientAddr = host
 		x.rd.ClientPort, _ = strconv.Atoi(port)
 	}
+	if ip, _ := r.Context().Value(clientIPKey{}).(string); ip != "" && ip != x.rd.ClientAddr {
+		// Behind a proxy the server trusts: the client's address, and
+		// no port of its (the peer's is the proxy's).
+		x.rd.ClientAddr, x.rd.ClientPort = ip, 0
+	}
 	x.ctx = e.tel.arrive(r, &x.st)
 	return x
 }

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/opsmcp/platform/auth"
@@ -47,6 +49,10 @@ type LegacyOptions struct {
 	MaxRounds int
 	// SessionTTL is a session's fixed lifetime.
 	SessionTTL time.Duration
+	// InitializePerCaller and InitializePerTenant are the sessions a
+	// caller, and all of a tenant's callers, may start a minute on this
+	// replica (0: 30 and 600).
+	InitializePerCaller, InitializePerTenant int
 }
 
 // legacy serves the initialization era for a Handler.
@@ -56,6 +62,7 @@ type legacy struct {
 	ended  *endedSessions
 	relay  *relay
 	levels *levels
+	starts *startLimits
 	done   chan struct{}
 }
 
@@ -67,7 +74,7 @@ func newLegacy(ctx context.Context, e *Handler, opts LegacyOptions) *legacy {
 		opts.SessionTTL = mrtr.MaxTTL
 	}
 	l := &legacy{e: e, opts: opts, ended: newEndedSessions(), relay: newRelay(e.opts.Sessions, e.log),
-		levels: newLevels(e.opts.Refresh), done: make(chan struct{})}
+		levels: newLevels(e.opts.Refresh), starts: newStartLimits(opts.InitializePerCaller, opts.InitializePerTenant), done: make(chan struct{})}
 	go l.run(ctx)
 	return l
 }
@@ -296,6 +303,13 @@ func (l *legacy) initialize(x *exchange, snap *snapshot, p *auth.Principal, raw 
 	}
 	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &params) != nil {
 		legacyFail(x, errInvalidParams("Invalid params: initialize needs protocolVersion, capabilities and clientInfo"))
+		return
+	}
+	if wait, ok := l.starts.allow(snap.tenantID, callerKey(p, x.round.ClientAddr), time.Now()); !ok {
+		secs := int((wait + time.Second - 1) / time.Second)
+		x.w.Header().Set("Retry-After", strconv.Itoa(secs))
+		x.fail(newError(http.StatusTooManyRequests, mcp.CodeInvalidRequest,
+			fmt.Sprintf("Too many sessions started: try again in %d s", secs), nil))
 		return
 	}
 	s := &session{id: newSessionID(), version: negotiate(params.ProtocolVersion),

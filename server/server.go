@@ -194,7 +194,8 @@ func New(ctx context.Context, in *config.Config, log *slog.Logger, version strin
 		Keys:                keyRings(km),
 		Version:             version,
 		Legacy: endpoint.LegacyOptions{Serve: cfg.Legacy.Serve, RoundTimeout: cfg.Legacy.RoundTimeout,
-			MaxRounds: cfg.Legacy.MaxRounds, SessionTTL: cfg.Legacy.SessionTTL},
+			MaxRounds: cfg.Legacy.MaxRounds, SessionTTL: cfg.Legacy.SessionTTL,
+			InitializePerCaller: cfg.Legacy.InitializePerCaller, InitializePerTenant: cfg.Legacy.InitializePerTenant},
 		// Discovery and JWKS fetches dial through the same egress policy as
 		// webhooks: the issuer URL is the tenant's to choose.
 		Verifier: auth.NewVerifier(auth.VerifierOptions{
@@ -295,6 +296,9 @@ func New(ctx context.Context, in *config.Config, log *slog.Logger, version strin
 	}
 	r.Any("/t/:slug/mcp", func(c *gin.Context) {
 		c.Request.SetPathValue("slug", c.Param("slug"))
+		// The caller's address as the trusted proxies tell it (the
+		// connecting peer when none is trusted).
+		c.Request = c.Request.WithContext(endpoint.WithClientIP(c.Request.Context(), c.ClientIP()))
 		reg.ServeHTTP(c.Writer, c.Request)
 	})
 	// Tenants' backends report on the tasks they accepted here.

@@ -146,6 +146,9 @@ func Start(t testing.TB, dbURL string, opts ...Option) *Platform {
 	cfg.SecretsKeys = SecretsKey
 	cfg.CatalogueRefresh = 50 * time.Millisecond
 	cfg.ShutdownTimeout = 5 * time.Second
+	// Tests start legacy sessions from one address far faster than any
+	// caller should; the limits' own tests set them low.
+	cfg.Legacy.InitializePerCaller, cfg.Legacy.InitializePerTenant = 100_000, 1_000_000
 	so := &startOptions{cfg: cfg}
 	for _, o := range opts {
 		o(so)
