@@ -25,7 +25,8 @@
 // The same endpoint serves initialization-era clients (2025-11-25 and
 // earlier), decided per request (era.go) and served by legacy.go:
 // initialize starts a session whose id any replica verifies
-// (legacysession.go); a session's tools/call, prompts/get and
+// (legacysession.go), within the starts a caller and a tenant may make
+// a minute (legacylimits.go); a session's tools/call, prompts/get and
 // resources/read run the same rounds, bridged onto the call's event
 // stream as server-to-client requests (legacybridge.go), with the
 // client's answers relayed from whichever replica receives them
