@@ -749,7 +749,7 @@ func (j *jsonRows) history(id, tenant []byte, fl int64, rounds func(yield func([
 		return
 	}
 	j.scratch = appendHistory(j.scratch[:0], rounds)
-	if !j.recorded[string(id)] {
+	if !j.recorded[string(id)] && len(j.scratch) <= maxRowRounds {
 		j.first = jsontext.AppendString(j.first, j.scratch)
 		return
 	}
@@ -781,6 +781,13 @@ func (j *jsonRows) end() (b, first, h []byte) {
 	}
 	return closeDoc(j.b, "]]"), closeDoc(j.first, "]"), h
 }
+
+// maxRowRounds bounds the rounds a new flow's row holds: a flow's row is
+// written again at each change (its next rounds, a cancel, an expiry),
+// and SQLite rewrites the whole row, so large questions stay in
+// flow_rounds, which is never rewritten. 2 KiB holds a one-round call's
+// round, or a question's, with the row within a page.
+const maxRowRounds = 2 << 10
 
 // maxBatchDocument bounds one SQLite statement's share of a batch. A
 // round records the questions a tenant's webhook asked, which may be

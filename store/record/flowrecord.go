@@ -248,7 +248,7 @@ func (s *Record) takeBuffer() *batchBuffer {
 // giveBuffer gives bb back to s, unless a batch of huge questions grew it
 // past what is worth keeping.
 func (s *Record) giveBuffer(bb *batchBuffer) {
-	if cap(bb.buf)+cap(bb.first)+cap(bb.history)+cap(bb.scratch) > 16<<20 {
+	if cap(bb.buf)+cap(bb.first)+cap(bb.history)+cap(bb.scratch)+cap(bb.ids) > 16<<20 {
 		return
 	}
 	select {

@@ -625,3 +625,42 @@ func TestPrefixSearchFindsExactlyWhatStartsWithIt(t *testing.T) {
 		}
 	}
 }
+
+// TestAFlowsLargeFirstRoundsStayOutOfItsRow: a new flow's first rounds
+// go in its row only when small. A large question stays in flow_rounds,
+// which is never rewritten (the row is, at each change of the flow), and
+// reads back in order with the rounds after it.
+func TestAFlowsLargeFirstRoundsStayOutOfItsRow(t *testing.T) {
+	ctx := context.Background()
+	for _, d := range platformtest.Dialects() {
+		t.Run(d.Name, func(t *testing.T) {
+			st := platformtest.Store(t, d.New(t)).Record()
+			t0 := time.Now().UTC().Truncate(time.Microsecond)
+			big := round("fl_big", 1, record.AwaitingInput, t0)
+			big.Round.Asked = json.RawMessage(`[{"kind":"form","key":"notes","message":"` + strings.Repeat("x", 8<<10) + `"}]`)
+			small := round("fl_small", 1, record.AwaitingInput, t0)
+			if _, err := st.WriteRounds(ctx, []record.RoundWrite{big, small}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.WriteRounds(ctx, []record.RoundWrite{round("fl_big", 2, record.Completed, t0.Add(time.Second))}); err != nil {
+				t.Fatal(err)
+			}
+			inRow := map[string]int{"fl_big": -1, "fl_small": 1}
+			if d.Name == "postgres" {
+				inRow["fl_small"] = -1
+			}
+			for id, want := range inRow {
+				if got, err := st.RowRounds(ctx, id); err != nil || got != want {
+					t.Errorf("%s: %d rounds in its row (%v), want %d", id, got, err, want)
+				}
+			}
+			if seqs, err := st.RoundSeqs(ctx, "fl_big"); err != nil || len(seqs) != 2 {
+				t.Errorf("fl_big's rounds rows: %v (%v); want one a batch", seqs, err)
+			}
+			_, rounds, err := st.Get(ctx, "fl_big")
+			if err != nil || len(rounds) != 2 || rounds[0].N != 1 || rounds[1].N != 2 || len(rounds[0].Asked) < 8<<10 {
+				t.Fatalf("fl_big read back: %v, %d rounds", err, len(rounds))
+			}
+		})
+	}
+}
