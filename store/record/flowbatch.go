@@ -287,6 +287,10 @@ func (s *Record) writeBatchSQLite(ctx context.Context, first *Statement, recs []
 		for start := 0; start < len(bb.merge.flows); {
 			rows := &jsonRows{b: bb.buf[:0], first: bb.first[:0], h: bb.history[:0], scratch: bb.scratch[:0], recorded: recorded}
 			n := bb.merge.rows(rows, recs, start, maxBatchDocument)
+			if rows.rows != rows.firsts {
+				// Joined by place, a row without its entry would be dropped.
+				return fmt.Errorf("write flows: %d rows but %d entries of first rounds", rows.rows, rows.firsts)
+			}
 			b, first, h := rows.end()
 			bb.buf, bb.first, bb.scratch = b, first, rows.scratch
 			if h != nil {
@@ -695,9 +699,13 @@ type jsonRows struct {
 	scratch     []byte
 	// recorded are the flows of the batch recorded before it.
 	recorded map[string]bool
+	// rows and firsts count b's rows and first's entries: the statement
+	// joins them by place, so they must agree.
+	rows, firsts int
 }
 
 func (j *jsonRows) row() {
+	j.rows++
 	if len(j.b) == 0 {
 		j.b = append(j.b, '[')
 	} else {
@@ -740,6 +748,7 @@ func appendJSONNumber(b []byte, typ colType, v int64) []byte {
 }
 
 func (j *jsonRows) history(id, tenant []byte, fl int64, rounds func(yield func([]byte) bool)) {
+	j.firsts++
 	j.first = append(j.first, ',')
 	if len(j.first) == 1 {
 		j.first[0] = '['
