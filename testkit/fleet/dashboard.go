@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
@@ -104,17 +106,19 @@ func (fl *fleet) checkDashboard(ctx context.Context, a *assertion) {
 			a.fail("variable %s (%s): %v", v.Name, q, err)
 			continue
 		}
-		if want, ok := chosen[v.Name]; ok && !contains(values, want) {
+		if want, ok := chosen[v.Name]; ok && !slices.Contains(values, want) {
 			a.fail("variable %s (%s) lists %v, not the fleet's %q", v.Name, q, values, want)
 		}
 		if v.AllValue != "" {
 			all[v.Name] = v.AllValue
 		}
 	}
+	withAll := maps.Clone(chosen)
+	maps.Copy(withAll, all)
 	settings := []struct {
 		name string
 		vars map[string]string
-	}{{"tenant " + tenantSlug, chosen}, {"All", merged(chosen, all)}}
+	}{{"tenant " + tenantSlug, chosen}, {"All", withAll}}
 	for _, p := range d.Panels {
 		for _, t := range p.Targets {
 			for _, s := range settings {
@@ -224,26 +228,6 @@ func variableQuery(raw json.RawMessage) string {
 	}
 	_ = json.Unmarshal(raw, &o)
 	return o.Query
-}
-
-func merged(a, b map[string]string) map[string]string {
-	out := make(map[string]string, len(a)+len(b))
-	for k, v := range a {
-		out[k] = v
-	}
-	for k, v := range b {
-		out[k] = v
-	}
-	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // promAPI is Prometheus's HTTP API.
