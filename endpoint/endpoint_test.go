@@ -69,6 +69,13 @@ func (h *hook) lastHeader() http.Header {
 	return h.header
 }
 
+// count is how many deliveries the hook received.
+func (h *hook) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.requests)
+}
+
 func (h *hook) last() *webhook.Request {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -101,9 +101,16 @@ type sseWriter struct {
 	flusher http.Flusher
 	started bool
 	n       int
-	// noIDs leaves event ids out: a legacy client that sees one takes
-	// the stream as resumable, and this server does not resume streams.
-	noIDs bool
+	// noIDs leaves event ids out (a legacy stream that cannot be
+	// resumed); prefix starts the ids otherwise (prefix+n).
+	noIDs  bool
+	prefix string
+	// log, when set, stores each event before it is written: a legacy
+	// call's resumable stream, whose ids are the log's.
+	log *callLog
+	// detached says the client went away from a resumable stream: its
+	// events are still stored, for the client to resume.
+	detached bool
 }
 
 func newSSE(w http.ResponseWriter) *sseWriter {
@@ -123,24 +130,62 @@ func (s *sseWriter) start() {
 	s.w.WriteHeader(http.StatusOK)
 }
 
-// send writes one message as an event and flushes it.
+// send writes one message as an event and flushes it. On a resumable
+// stream it is stored first, and a client gone away is no error.
 func (s *sseWriter) send(msg any) error {
-	s.start()
 	body, err := json.Marshal(msg)
 	if err != nil {
 		return err
 	}
-	s.n++
+	var id string
+	switch {
+	case s.log != nil:
+		_, final := msg.(response)
+		id = s.log.append(body, final)
+	case !s.noIDs:
+		s.n++
+		id = s.prefix + strconv.Itoa(s.n)
+	}
+	return s.event(id, "", body)
+}
+
+// event writes one event: its id (none if empty), a reconnection delay
+// in milliseconds (none if empty), and its data, a JSON-RPC message
+// (none: a priming event, which only sets the id).
+func (s *sseWriter) event(id, retry string, body []byte) error {
+	if s.detached {
+		return nil
+	}
+	s.start()
 	var buf bytes.Buffer
-	if !s.noIDs {
+	if id != "" {
 		buf.WriteString("id: ")
-		buf.WriteString(strconv.Itoa(s.n))
+		buf.WriteString(id)
 		buf.WriteString("\n")
 	}
-	buf.WriteString("event: message\ndata: ")
-	buf.Write(body)
-	buf.WriteString("\n\n")
-	if _, err := s.w.Write(buf.Bytes()); err != nil {
+	if retry != "" {
+		buf.WriteString("retry: ")
+		buf.WriteString(retry)
+		buf.WriteString("\n")
+	}
+	if body == nil {
+		buf.WriteString("data: \n\n")
+	} else {
+		buf.WriteString("event: message\ndata: ")
+		buf.Write(body)
+		buf.WriteString("\n\n")
+	}
+	return s.flush(buf.Bytes())
+}
+
+// flush writes b and flushes it; on a resumable stream a failed write
+// detaches the client instead of failing.
+func (s *sseWriter) flush(b []byte) error {
+	if _, err := s.w.Write(b); err != nil {
+		if s.log != nil {
+			s.detached = true
+			return nil
+		}
 		return err
 	}
 	if s.flusher != nil {
@@ -151,12 +196,9 @@ func (s *sseWriter) send(msg any) error {
 
 // comment writes a keep-alive comment.
 func (s *sseWriter) comment() error {
+	if s.detached {
+		return nil
+	}
 	s.start()
-	if _, err := s.w.Write([]byte(": keep-alive\n\n")); err != nil {
-		return err
-	}
-	if s.flusher != nil {
-		s.flusher.Flush()
-	}
-	return nil
+	return s.flush([]byte(": keep-alive\n\n"))
 }

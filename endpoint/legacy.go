@@ -57,8 +57,15 @@ type LegacyOptions struct {
 
 // legacy serves the initialization era for a Handler.
 type legacy struct {
-	e      *Handler
-	opts   LegacyOptions
+	e *Handler
+	// ctx is the handler's: the work of a call that outlives its
+	// client's connection (its stored events) is done in it.
+	ctx  context.Context
+	opts LegacyOptions
+	// holder names this process as the holder of the calls it serves;
+	// calls are those whose streams are stored.
+	holder string
+	calls  *heldCalls
 	ended  *endedSessions
 	relay  *relay
 	levels *levels
@@ -73,7 +80,7 @@ func newLegacy(ctx context.Context, e *Handler, opts LegacyOptions) *legacy {
 	if opts.SessionTTL <= 0 || opts.SessionTTL > mrtr.MaxTTL {
 		opts.SessionTTL = mrtr.MaxTTL
 	}
-	l := &legacy{e: e, opts: opts, ended: newEndedSessions(), relay: newRelay(e.opts.Sessions, e.log),
+	l := &legacy{e: e, ctx: ctx, opts: opts, holder: newStreamID(), calls: &heldCalls{m: map[string]*callLog{}}, ended: newEndedSessions(), relay: newRelay(e.opts.Sessions, e.log),
 		levels: newLevels(e.opts.Refresh), starts: newStartLimits(opts.InitializePerCaller, opts.InitializePerTenant), done: make(chan struct{})}
 	go l.run(ctx)
 	return l
@@ -88,13 +95,20 @@ func (l *legacy) run(ctx context.Context) {
 	defer func() { <-relayDone }()
 	prune := time.NewTicker(time.Minute)
 	defer prune.Stop()
+	renew := time.NewTicker(callRenew)
+	defer renew.Stop()
 	l.refreshEnded(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			l.relay.stopAll()
 			return
+		case <-renew.C:
+			l.renewCalls(ctx)
 		case <-prune.C:
+			if _, err := l.e.opts.Sessions.PruneCalls(ctx); err != nil && ctx.Err() == nil {
+				l.e.log.Warn("pruning legacy calls failed", "err", err)
+			}
 			sessions, relay, err := l.e.opts.Sessions.Prune(ctx, relayMaxAge)
 			if err != nil && ctx.Err() == nil {
 				l.e.log.Warn("pruning legacy sessions failed", "err", err)
@@ -190,7 +204,7 @@ func (e *Handler) serveLegacy(x *exchange, snap *snapshot, p *auth.Principal, bo
 	c := &call{request: q, snap: snap, principal: p}
 	x.round.SessionID, x.round.Era = s.id, s.version
 	e.begin(x, c)
-	l.dispatch(x, c, s, m.Params)
+	l.dispatch(x, c, s, m.Params, trimmed)
 }
 
 // session verifies the request's Mcp-Session-Id: missing is 400; unknown,
@@ -396,8 +410,9 @@ func (l *legacy) answered(x *exchange, snap *snapshot, p *auth.Principal, m *wra
 	x.w.WriteHeader(http.StatusAccepted)
 }
 
-// dispatch answers a session's request by its method.
-func (l *legacy) dispatch(x *exchange, c *call, s *session, raw json.RawMessage) {
+// dispatch answers a session's request by its method (raw its params,
+// body the request as posted).
+func (l *legacy) dispatch(x *exchange, c *call, s *session, raw json.RawMessage, body []byte) {
 	e := l.e
 	switch c.method {
 	case mcp.MethodPing:
@@ -425,9 +440,9 @@ func (l *legacy) dispatch(x *exchange, c *call, s *session, raw json.RawMessage)
 			legacyFail(x, e)
 			return
 		}
-		l.bridge(x, c, s)
+		l.bridge(x, c, s, body)
 	case mcp.MethodPromptsGet, mcp.MethodResourcesRead:
-		l.bridge(x, c, s)
+		l.bridge(x, c, s, body)
 	case mcp.MethodTasksGet, mcp.MethodTasksCancel, mcp.MethodTasksList, mcp.MethodTasksResult:
 		l.taskMethod(x, c, s)
 	default:
@@ -580,17 +595,30 @@ func (e *Handler) tenantID(ctx context.Context, slug string) (string, error) {
 // proxies do not take it for dead.
 const streamKeepAlive = 15 * time.Second
 
-// stream answers a session's GET: a stream of what concerns the session
-// but no call of it: the tenant's list changes, and updates of the
-// resources it subscribed to. It ends with the session, the client, or
-// the replica, and like every stream at its maximum lifetime, when the
-// caller's token expires, or when the tenant would no longer accept it.
+// stream answers a session's GET: the session's standalone stream, or
+// with Last-Event-ID, the stream that id names, resumed
+// (legacyresume.go).
 func (l *legacy) stream(x *exchange, snap *snapshot, p *auth.Principal) {
 	s, ok := l.session(x, snap, p)
 	if !ok {
 		return
 	}
 	x.round.SessionID, x.round.Era = s.id, s.version
+	if last := x.req.Header.Get(mcp.HeaderLastEventID); last != "" {
+		l.resume(x, snap, p, s, last)
+		return
+	}
+	l.standalone(x, snap, p, s, false)
+}
+
+// standalone serves the session's standalone stream: what concerns the
+// session but no call of it: the tenant's list changes, and updates of
+// the resources it subscribed to. It ends with the session, the client,
+// or the replica, and like every stream at its maximum lifetime, when
+// the caller's token expires, or when the tenant would no longer accept
+// it. A resumed one (its events are not stored) begins by saying that
+// everything it carries may have changed.
+func (l *legacy) standalone(x *exchange, snap *snapshot, p *auth.Principal, s *session, resumed bool) {
 	if _, err := l.sessionRow(x.ctx, snap, s); err != nil {
 		l.storeFailed(x, &call{snap: snap}, err)
 		return
@@ -608,9 +636,16 @@ func (l *legacy) stream(x *exchange, snap *snapshot, p *auth.Principal) {
 	l.relay.hold(held)
 	defer l.relay.release(held)
 	sse := newSSE(x.w)
-	sse.noIDs = true
+	sse.prefix = "g." + newStreamID() + "."
 	x.sse, x.round.Answered = sse, true
-	if sse.comment() != nil {
+	if s.version == mcp.Version20251125 {
+		if sse.event(sse.prefix+"0", reconnectDelay, nil) != nil {
+			return
+		}
+	} else if sse.comment() != nil {
+		return
+	}
+	if resumed && l.resignal(ctx, sse, snap, s) != nil {
 		return
 	}
 	keepAlive := time.NewTicker(streamKeepAlive)
@@ -687,6 +722,19 @@ func (l *legacy) stream(x *exchange, snap *snapshot, p *auth.Principal) {
 			}
 		}
 	}
+}
+
+// resignal tells a client resuming its standalone stream that every
+// list, and every resource it subscribed to, may have changed while it
+// was away: what was sent then is not kept, and a spurious signal only
+// costs a re-read.
+func (l *legacy) resignal(ctx context.Context, sse *sseWriter, snap *snapshot, s *session) error {
+	for _, m := range []string{mcp.NotificationToolsListChanged, mcp.NotificationPromptsListChanged, mcp.NotificationResourcesListChanged} {
+		if err := sse.send(notification{JSONRPC: "2.0", Method: m}); err != nil {
+			return err
+		}
+	}
+	return l.updated(ctx, sse, &snapshot{}, snap, s)
 }
 
 // updated sends notifications/resources/updated for every resource the

@@ -2,6 +2,7 @@ package endpoint
 
 import (
 	"context"
+	"errors"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -17,6 +19,7 @@ import (
 	"github.com/opsmcp/platform/internal/bounded"
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
+	"github.com/opsmcp/platform/store"
 	"github.com/opsmcp/platform/webhook"
 )
 
@@ -50,6 +53,15 @@ type bridged struct {
 	// increase across the whole call, rounds included.
 	lastProgress float64
 	progressed   bool
+	// body is the call's request as posted, kept with its stream;
+	// stored is the stream's stored log once it began (nil if it could
+	// not be stored), resumable says so to the goroutine watching the
+	// client's connection, and asked that the call has a checkpoint
+	// another replica could take it over from.
+	body      []byte
+	stored    *callLog
+	resumable atomic.Bool
+	asked     bool
 }
 
 // legRequest is a request sent to the client on the call's stream.
@@ -109,20 +121,62 @@ type legFailure struct {
 }
 
 // bridge serves a carrier request of a legacy session.
-func (l *legacy) bridge(x *exchange, c *call, s *session) {
+func (l *legacy) bridge(x *exchange, c *call, s *session, body []byte) {
+	l.serveBridged(x, c, s, body, nil, nil)
+}
+
+// serveBridged serves a bridged call: from its start, or, taken over
+// (cl and r set), from the questions it waits on. The call does not
+// depend on the client's connection once its stream is resumable: the
+// work goes on in contexts that keep the request's values (its trace)
+// but not its cancellation, and ends with the call or when stopped
+// from outside.
+func (l *legacy) serveBridged(x *exchange, c *call, s *session, body []byte, cl *callLog, r *resumed) {
 	level, err := l.sessionLevel(x.ctx, c.snap, s)
 	if err != nil {
 		l.storeFailed(x, c, err)
 		return
 	}
-	ctx, cancel := context.WithCancel(x.req.Context())
+	x.ctx = context.WithoutCancel(x.ctx)
+	if st := x.round.trace; st != nil {
+		st.base = context.WithoutCancel(st.base)
+		if st.header != nil {
+			st.header = context.WithoutCancel(st.header)
+		}
+	}
+	ctx, cancel := context.WithCancel(x.ctx)
 	defer cancel()
 	bc := &bridgeCall{tenantID: c.snap.tenantID, session: s.id, target: callTarget(s.id, c.id),
 		inbox: make(chan json.RawMessage, 16), cancel: cancel}
 	l.relay.hold(bc)
 	defer l.relay.release(bc)
-	b := &bridged{l: l, x: x, s: s, bc: bc, level: level, progressToken: c.progressToken}
-	b.run(ctx, c)
+	b := &bridged{l: l, x: x, s: s, bc: bc, level: level, progressToken: c.progressToken, body: body, stored: cl}
+	if cl != nil {
+		b.resumable.Store(true)
+		b.asked = true
+	}
+	// A client that goes away before its stream can be resumed ends the
+	// call, as before: nobody could ever read its answer.
+	stop := context.AfterFunc(x.req.Context(), func() {
+		if !b.resumable.Load() {
+			cancel()
+		}
+	})
+	defer stop()
+	defer func() {
+		if b.stored != nil && cl == nil {
+			b.stored.close()
+		}
+	}()
+	b.run(ctx, c, r)
+}
+
+// resumed is where a taken-over call picks up: the state its pending
+// questions were asked under, the questions, and the answers given.
+type resumed struct {
+	state   string
+	legs    []pendingLeg
+	answers map[string]json.RawMessage
 }
 
 // maxRounds is the round limit of a tenant's bridged flows.
@@ -146,50 +200,69 @@ func (l *legacy) roundTimeout(snap *snapshot) time.Duration {
 // be called again).
 var stateOnlyBackoff = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 250 * time.Millisecond}
 
-// run runs the call's rounds until one completes or the call fails.
-func (b *bridged) run(ctx context.Context, c *call) {
+// run runs the call's rounds until one completes or the call fails; a
+// taken-over call (r set) starts by waiting for its pending answers.
+func (b *bridged) run(ctx context.Context, c *call, r *resumed) {
 	x, l := b.x, b.l
 	e := l.e
 	var urls []urlAsk
 	stateOnly := 0
 	for {
-		rd := x.round
-		rctx, rcancel := context.WithCancel(x.ctx)
-		stop := context.AfterFunc(ctx, rcancel)
-		a := e.flows.run(rctx, c, rd, b)
-		stop()
-		rcancel()
-		if ctx.Err() != nil {
-			b.stopped(c, b.stopFailure())
-			return
-		}
-		ir := a.inputRequired
-		if ir == nil {
-			b.completeURLs(urls, nil)
-			b.finish(c, a)
-			return
-		}
-		if limit := l.maxRounds(c.snap); rd.Number > limit {
-			// The flow asks again past the limit: the state sealed for it
-			// is never sent, and the call ends as a 2026-07-28 flow would.
-			rd.Asked = nil
-			legacyAnswer(x, roundsExceeded(c, limit))
-			return
-		}
-		b.completeURLs(urls, ir.InputRequests)
-		// This round ends here, its questions about to go out as requests.
-		rd.ResultType, rd.Answered, rd.Ended = mcp.ResultTypeInputRequired, true, time.Now()
-		e.sinks.Round(x.ctx, rd)
-
+		var state string
 		var responses map[string]json.RawMessage
 		var fail *legFailure
-		if len(ir.InputRequests) == 0 {
-			fail = b.pause(ctx, stateOnlyBackoff[min(stateOnly, len(stateOnlyBackoff)-1)])
-			stateOnly++
+		if r != nil {
+			state = r.state
+			if len(r.legs) > 0 {
+				responses, urls, fail = b.await(ctx, r.legs, r.answers, l.roundTimeout(c.snap))
+			}
+			r = nil
 		} else {
-			responses, urls, fail = b.ask(ctx, ir.InputRequests, l.roundTimeout(c.snap))
+			rd := x.round
+			rctx, rcancel := context.WithCancel(x.ctx)
+			stop := context.AfterFunc(ctx, rcancel)
+			a := e.flows.run(rctx, c, rd, b)
+			stop()
+			rcancel()
+			if ctx.Err() != nil {
+				b.stopped(c, b.stopFailure())
+				return
+			}
+			if b.stored != nil && b.stored.lost {
+				b.stopped(c, &legFailure{kind: "lost"})
+				return
+			}
+			ir := a.inputRequired
+			if ir == nil {
+				b.completeURLs(urls, nil)
+				b.finish(c, a)
+				return
+			}
+			if limit := l.maxRounds(c.snap); rd.Number > limit {
+				// The flow asks again past the limit: the state sealed for it
+				// is never sent, and the call ends as a 2026-07-28 flow would.
+				rd.Asked = nil
+				legacyAnswer(x, roundsExceeded(c, limit))
+				return
+			}
+			b.completeURLs(urls, ir.InputRequests)
+			// This round ends here, its questions about to go out as requests.
+			rd.ResultType, rd.Answered, rd.Ended = mcp.ResultTypeInputRequired, true, time.Now()
+			e.sinks.Round(x.ctx, rd)
+
+			state = ir.RequestState
+			if len(ir.InputRequests) == 0 {
+				b.checkpoint(state, nil)
+				fail = b.pause(ctx, stateOnlyBackoff[min(stateOnly, len(stateOnlyBackoff)-1)])
+				stateOnly++
+			} else {
+				var legs []pendingLeg
+				if legs, fail = b.post(ir.InputRequests, state); fail == nil {
+					responses, urls, fail = b.await(ctx, legs, nil, l.roundTimeout(c.snap))
+				}
+			}
+			b.next(c, rd)
 		}
-		b.next(c, rd)
 		if fail != nil {
 			b.stopped(c, fail)
 			return
@@ -199,7 +272,7 @@ func (b *bridged) run(ctx context.Context, c *call) {
 			b.stopped(c, &legFailure{kind: "unavailable"})
 			return
 		}
-		c = c.retry(snap, responses, ir.RequestState)
+		c = c.retry(snap, responses, state)
 	}
 }
 
@@ -279,13 +352,24 @@ func (b *bridged) stopFailure() *legFailure {
 func (b *bridged) stopped(c *call, f *legFailure) {
 	x := b.x
 	var msg string
+	if b.leaving(f) {
+		// Left for another replica: the client resumes its stream there,
+		// which takes the call over at once.
+		b.stored.left = true
+		if err := b.l.write(func(ctx context.Context) error { return b.l.e.opts.Sessions.ReleaseCall(ctx, b.stored.id, b.l.holder) }); err != nil {
+			b.l.e.log.Warn("cannot release a legacy call at shutdown; another replica takes it over when its lease ends", "err", err)
+		}
+		return
+	}
 	switch f.kind {
-	case "gone", "cancelled":
+	case "gone", "cancelled", "lost":
 		return
 	case "timeout":
 		msg = fmt.Sprintf("The client did not answer the server's %s request within %s; the call was stopped.", f.method, b.l.roundTimeout(c.snap))
+		x.round.Stopped, x.round.StopCause = "client_timeout", msg
 	case "refused":
 		msg = fmt.Sprintf("The client refused the server's %s request (%s); the call was stopped.", f.method, f.detail)
+		x.round.Stopped, x.round.StopCause = "client_refused", msg
 	case "ended":
 		msg = "The session ended; the call was stopped."
 	case "revoked":
@@ -300,6 +384,13 @@ func (b *bridged) stopped(c *call, f *legFailure) {
 		return
 	}
 	legacyAnswer(x, failed(newError(http.StatusOK, mcp.CodeInternalError, msg, nil)))
+}
+
+// leaving says the call stops because this replica shuts down, while
+// another could take it over: it waits on questions whose state is
+// recorded.
+func (b *bridged) leaving(f *legFailure) bool {
+	return f.kind == "shutdown" && b.stored != nil && !b.stored.lost && !b.stored.broken && b.asked
 }
 
 // finish writes the last round's answer in the legacy shape.
@@ -392,37 +483,83 @@ func describeCapabilities(c mrtr.ClientCapabilities) string {
 	return strings.Join(names, " and ")
 }
 
-// ask sends a round's questions as requests on the call's stream and
-// waits for every answer, the round timeout, or the call's end. The
-// first refusal stops the round: the other requests are cancelled.
-func (b *bridged) ask(ctx context.Context, reqs map[string]mrtr.InputRequest, timeout time.Duration) (map[string]json.RawMessage, []urlAsk, *legFailure) {
+// post sends a round's questions as requests on the call's stream,
+// after recording them (and the state they were asked under) where
+// another replica could take the call over. Their ids are held by the
+// relay before they are sent, so no answer can arrive first.
+func (b *bridged) post(reqs map[string]mrtr.InputRequest, state string) ([]pendingLeg, *legFailure) {
 	keys := slices.Sorted(maps.Keys(reqs))
+	legs := make([]pendingLeg, len(keys))
 	ids := make([]string, len(keys))
-	byID := make(map[string]int, len(keys))
-	msgs := make([]legRequest, len(keys))
-	elicitationIDs := make([]string, len(keys))
 	for i, k := range keys {
-		ids[i] = newLegID()
-		byID[ids[i]] = i
 		params, eid := legParams(reqs[k])
-		elicitationIDs[i] = eid
-		msgs[i] = legRequest{JSONRPC: "2.0", ID: ids[i], Method: reqs[k].Method, Params: params}
+		legs[i] = pendingLeg{ID: newLegID(), Key: k, Method: reqs[k].Method, EID: eid, Params: params}
+		ids[i] = legs[i].ID
+	}
+	b.l.relay.addLegs(b.bc, ids)
+	sse := b.stream()
+	b.checkpoint(state, legs)
+	for _, leg := range legs {
+		if sse.send(legRequest{JSONRPC: "2.0", ID: leg.ID, Method: leg.Method, Params: leg.Params}) != nil {
+			b.l.relay.dropLegs(ids)
+			return nil, &legFailure{kind: "gone"}
+		}
+	}
+	return legs, nil
+}
+
+// checkpoint records, for a call whose stream is stored, what a replica
+// taking it over would need: the state and the questions it waits on.
+func (b *bridged) checkpoint(state string, legs []pendingLeg) {
+	if b.stored == nil || b.stored.lost {
+		return
+	}
+	raw, _ := json.Marshal(legs)
+	err := b.l.write(func(ctx context.Context) error {
+		return b.l.e.opts.Sessions.Checkpoint(ctx, b.stored.id, b.l.holder, state, string(raw))
+	})
+	switch {
+	case errors.Is(err, store.ErrNotHeld):
+		b.stored.lost = true
+	case err != nil:
+		// The call goes on here; only a takeover would be out of date.
+		b.l.e.log.Warn("cannot record a legacy call's questions; another replica could not take it over", "err", err)
+	default:
+		b.asked = true
+	}
+}
+
+// await waits for every answer to the call's pending questions (those
+// in given already count), the round timeout, or the call's end. The
+// first refusal stops the round: the other requests are cancelled.
+func (b *bridged) await(ctx context.Context, legs []pendingLeg, given map[string]json.RawMessage, timeout time.Duration) (map[string]json.RawMessage, []urlAsk, *legFailure) {
+	ids := make([]string, len(legs))
+	byID := make(map[string]int, len(legs))
+	for i, leg := range legs {
+		ids[i] = leg.ID
+		byID[leg.ID] = i
 	}
 	b.l.relay.addLegs(b.bc, ids)
 	defer b.l.relay.dropLegs(ids)
 	sse := b.stream()
-	for i := range msgs {
-		if sse.send(msgs[i]) != nil {
-			return nil, nil, &legFailure{kind: "gone"}
+	answers := make(map[string]json.RawMessage, len(legs))
+	var urls []urlAsk
+	accept := func(i int, result json.RawMessage) {
+		answers[legs[i].Key] = result
+		if legs[i].EID != "" && acceptedResult(result) {
+			urls = append(urls, urlAsk{key: legs[i].Key, elicitationID: legs[i].EID, params: legs[i].Params})
 		}
 	}
-	answers := make(map[string]json.RawMessage, len(keys))
-	var urls []urlAsk
+	for i, leg := range legs {
+		if r, ok := given[leg.Key]; ok {
+			accept(i, r)
+		}
+	}
 	cancelRest := func(reason string) {
-		for i, id := range ids {
-			if _, done := answers[keys[i]]; !done {
+		for _, leg := range legs {
+			if _, done := answers[leg.Key]; !done {
 				_ = sse.send(notification{JSONRPC: "2.0", Method: mcp.NotificationCancelled,
-					Params: map[string]any{"requestId": id, "reason": reason}})
+					Params: map[string]any{"requestId": leg.ID, "reason": reason}})
 			}
 		}
 	}
@@ -435,7 +572,7 @@ func (b *bridged) ask(ctx context.Context, reqs map[string]mrtr.InputRequest, ti
 	revocation := time.NewTicker(b.l.e.opts.Refresh)
 	defer revocation.Stop()
 	rd := b.x.round
-	for len(answers) < len(keys) {
+	for len(answers) < len(legs) {
 		select {
 		case <-revocation.C:
 			if b.l.e.revoked.revoked(rd.TenantID, rd.FlowID) {
@@ -444,16 +581,16 @@ func (b *bridged) ask(ctx context.Context, reqs map[string]mrtr.InputRequest, ti
 			}
 		case <-ctx.Done():
 			f := b.stopFailure()
-			if f.kind != "gone" {
+			if f.kind != "gone" && !b.leaving(f) {
 				cancelRest("the call was stopped")
 			}
 			return nil, nil, f
 		case <-timer.C:
 			cancelRest("timed out")
 			first := ""
-			for i, k := range keys {
-				if _, done := answers[k]; !done {
-					first = msgs[i].Method
+			for _, leg := range legs {
+				if _, done := answers[leg.Key]; !done {
+					first = leg.Method
 					break
 				}
 			}
@@ -479,7 +616,7 @@ func (b *bridged) ask(ctx context.Context, reqs map[string]mrtr.InputRequest, ti
 			if !ok {
 				continue
 			}
-			if _, done := answers[keys[i]]; done {
+			if _, done := answers[legs[i].Key]; done {
 				continue
 			}
 			if resp.Error != nil || len(resp.Result) == 0 || string(resp.Result) == "null" {
@@ -487,17 +624,37 @@ func (b *bridged) ask(ctx context.Context, reqs map[string]mrtr.InputRequest, ti
 				if resp.Error != nil {
 					detail = fmt.Sprintf("%d %s", resp.Error.Code, bounded.String(resp.Error.Message, 200))
 				}
-				answers[keys[i]] = nil // not to be cancelled
+				answers[legs[i].Key] = nil // not to be cancelled
 				cancelRest("another request of the call was refused")
-				return nil, nil, &legFailure{kind: "refused", method: msgs[i].Method, detail: detail}
+				return nil, nil, &legFailure{kind: "refused", method: legs[i].Method, detail: detail}
 			}
-			answers[keys[i]] = resp.Result
-			if elicitationIDs[i] != "" && acceptedResult(resp.Result) {
-				urls = append(urls, urlAsk{key: keys[i], elicitationID: elicitationIDs[i], params: reqs[keys[i]].Params})
+			accept(i, resp.Result)
+			if f := b.saveAnswers(answers); f != nil {
+				return nil, nil, f
 			}
 		}
 	}
 	return answers, urls, nil
+}
+
+// saveAnswers records the answers given so far, for a replica that
+// would take the call over; a call taken over already stops here.
+func (b *bridged) saveAnswers(answers map[string]json.RawMessage) *legFailure {
+	if b.stored == nil || b.stored.lost {
+		return nil
+	}
+	raw, _ := json.Marshal(answers)
+	err := b.l.write(func(ctx context.Context) error {
+		return b.l.e.opts.Sessions.SaveAnswers(ctx, b.stored.id, b.l.holder, string(raw))
+	})
+	switch {
+	case errors.Is(err, store.ErrNotHeld):
+		b.stored.lost = true
+		return &legFailure{kind: "lost"}
+	case err != nil:
+		b.l.e.log.Warn("cannot record a legacy call's answers; a replica taking it over would ask again", "err", err)
+	}
+	return nil
 }
 
 func acceptedResult(raw json.RawMessage) bool {
@@ -552,14 +709,25 @@ func (b *bridged) completeURLs(urls []urlAsk, next map[string]mrtr.InputRequest)
 	}
 }
 
-// stream returns the call's event stream, starting it if need be. It
-// carries no event ids: the call is not resumable.
+// stream returns the call's event stream, starting it if need be: a
+// stored, resumable one (primed for a 2025-11-25 client), unless the
+// store cannot take it.
 func (b *bridged) stream() *sseWriter {
-	if b.x.sse == nil {
-		b.x.sse = newSSE(b.x.w)
-		b.x.sse.noIDs = true
+	if b.x.sse != nil {
+		return b.x.sse
 	}
-	return b.x.sse
+	sse := newSSE(b.x.w)
+	b.x.sse = sse
+	if b.stored = b.l.openCall(b.bc.tenantID, b.x.round.Tenant, b.s, b.body); b.stored == nil {
+		sse.noIDs = true
+		return sse
+	}
+	sse.log = b.stored
+	b.resumable.Store(true)
+	if b.s.version == mcp.Version20251125 {
+		_ = sse.event(eventID('c', b.stored.id, 0), reconnectDelay, nil)
+	}
+	return sse
 }
 
 // delivering implements events: the webhook's answer streams when the

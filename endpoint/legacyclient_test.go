@@ -39,6 +39,8 @@ type legacyClient struct {
 	// status a posted answer got.
 	answered     int
 	answerStatus int
+	// lastID is the id of the last event read.
+	lastID string
 }
 
 func newLegacyClient(t testing.TB, endpoint string) *legacyClient {
@@ -138,6 +140,11 @@ func (c *legacyClient) exchange(method string, params obj, until func(msg map[st
 		}
 		return m, resp.StatusCode
 	}
+	return c.read(resp, until)
+}
+
+// read reads an event stream as exchange does, noting the last event id.
+func (c *legacyClient) read(resp *http.Response, until func(msg map[string]any) bool) (map[string]any, int) {
 	next := eventReader(resp.Body)
 	for {
 		m := next()
@@ -146,6 +153,9 @@ func (c *legacyClient) exchange(method string, params obj, until func(msg map[st
 		}
 		c.mu.Lock()
 		c.seen = append(c.seen, m)
+		if id, ok := m["__id"].(string); ok {
+			c.lastID = id
+		}
 		c.mu.Unlock()
 		if until != nil && until(m) {
 			return nil, resp.StatusCode
@@ -160,6 +170,34 @@ func (c *legacyClient) exchange(method string, params obj, until func(msg map[st
 		}
 	}
 	return nil, resp.StatusCode // the stream ended without an answer
+}
+
+// resume reopens a stream with a GET carrying Last-Event-ID (to url, or
+// the client's endpoint), and reads it as exchange does; a refusal is
+// returned as its JSON body.
+func (c *legacyClient) resume(url, lastID string, until func(msg map[string]any) bool) (map[string]any, int) {
+	c.t.Helper()
+	if url == "" {
+		url = c.url
+	}
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header = c.header()
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Last-Event-ID", lastID)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatalf("resume: %v", err)
+	}
+	defer resp.Body.Close()
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		b, _ := io.ReadAll(resp.Body)
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			c.t.Fatalf("resume: HTTP %d, not JSON: %s", resp.StatusCode, b)
+		}
+		return m, resp.StatusCode
+	}
+	return c.read(resp, until)
 }
 
 // answer posts the answer to a server request.
@@ -201,24 +239,30 @@ func (c *legacyClient) messages(method string) []map[string]any {
 }
 
 // eventReader returns the JSON messages of an event stream one by one
-// (nil at its end). An event id, which legacy streams never carry, is
-// returned as {"__event_id": id}.
+// (nil at its end), each with its event id, if it had one, under
+// "__id". Events without data (a stream's priming event) only set the
+// id, as they do for an EventSource.
 func eventReader(r io.Reader) func() map[string]any {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	return func() map[string]any {
+		var id, data string
 		for sc.Scan() {
 			line := sc.Text()
-			if strings.HasPrefix(line, "id:") {
-				return map[string]any{"__event_id": strings.TrimSpace(line[3:])}
-			}
-			data, ok := strings.CutPrefix(line, "data: ")
-			if !ok {
-				continue
-			}
-			var m map[string]any
-			if json.Unmarshal([]byte(data), &m) == nil {
-				return m
+			switch {
+			case line == "":
+				var m map[string]any
+				if data != "" && json.Unmarshal([]byte(data), &m) == nil {
+					if id != "" {
+						m["__id"] = id
+					}
+					return m
+				}
+				id, data = "", ""
+			case strings.HasPrefix(line, "id:"):
+				id = strings.TrimSpace(line[3:])
+			case strings.HasPrefix(line, "data:"):
+				data += strings.TrimPrefix(line[5:], " ")
 			}
 		}
 		return nil

@@ -113,8 +113,10 @@ func (r *relay) addLegs(c *bridgeCall, ids []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, id := range ids {
+		if _, ok := r.held["r:"+id]; !ok {
+			r.legs++
+		}
 		r.held["r:"+id] = c
-		r.legs++
 	}
 }
 
@@ -167,9 +169,8 @@ func (r *relay) post(ctx context.Context, tenantID, sessionID, target string, bo
 	if r.deliver(tenantID, sessionID, target, body) {
 		return nil
 	}
-	if !r.st.Shared() {
-		return nil // one node: the call ended already
-	}
+	// Not held here: held by another replica, or by none while a
+	// replica takes it over (even SQLite's one node, restarted).
 	if err := r.st.Relay(ctx, tenantID, sessionID, target, body); err != nil {
 		r.log.WarnContext(ctx, "relaying a legacy client's message failed", "target_kind", target[:1], "err", err)
 		return err
@@ -202,11 +203,11 @@ func (r *relay) deliver(tenantID, sessionID, target string, body []byte) bool {
 // run follows relayed messages on PostgreSQL until ctx ends: prompted by
 // notifications, with a sweep while answers are awaited here.
 func (r *relay) run(ctx context.Context) {
-	if !r.st.Shared() {
-		return
-	}
 	var notes <-chan string
 	connect := func() {
+		if !r.st.Shared() {
+			return // one node: the sweep alone finds what it holds
+		}
 		ch, err := r.st.ListenRelayed(ctx)
 		if err != nil {
 			if ctx.Err() == nil {

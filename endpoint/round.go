@@ -114,6 +114,12 @@ type Round struct {
 	ErrorMessage string
 	// Answered says an answer was written at all.
 	Answered bool
+	// Stopped says why a bridged call was stopped before its backend
+	// answered, when its client is to blame: client_timeout (it did not
+	// answer the server's requests in time, perhaps having gone away for
+	// good) or client_refused (it answered one with an error); StopCause
+	// says so in words.
+	Stopped, StopCause string
 	// NotRun says the round failed before it could run, for want of its
 	// own record: a destructive or single-use round whose state could not
 	// be consumed (the database unreachable), answered 503. The client

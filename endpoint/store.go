@@ -44,6 +44,19 @@ type SessionStore interface {
 	Relay(ctx context.Context, tenantID, sessionID, target string, body []byte) error
 	ListenRelayed(ctx context.Context) (<-chan string, error)
 	TakeRelayed(ctx context.Context, targets []string) ([]store.LegacyRelay, error)
+	// Calls keep the streams of bridged calls, and what a replica needs
+	// to take a call over (legacyresume.go).
+	OpenCall(ctx context.Context, c *store.LegacyCall) error
+	AppendEvents(ctx context.Context, callID, holder string, first int64, bodies []string, keep int64, final bool, expires time.Time) error
+	Checkpoint(ctx context.Context, callID, holder, state, legs string) error
+	SaveAnswers(ctx context.Context, callID, holder, answers string) error
+	ReleaseCall(ctx context.Context, callID, holder string) error
+	EndCall(ctx context.Context, callID, holder string, expires time.Time) error
+	Call(ctx context.Context, tenantID, sessionID, id string) (*store.LegacyCall, error)
+	CallEvents(ctx context.Context, callID string, after int64, limit int) ([]store.LegacyEvent, error)
+	RenewCalls(ctx context.Context, holder string, until time.Time) (int64, error)
+	TakeOver(ctx context.Context, callID, from, holder string, now, until time.Time) error
+	PruneCalls(ctx context.Context) (int64, error)
 }
 
 // TaskStore keeps tasks: created before the client hears of them,

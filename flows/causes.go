@@ -27,6 +27,8 @@ func cause(rd *endpoint.Round, state, detail string) string {
 		return bounded.String(webhookCause(rd.Webhook), maxCause)
 	case rd.ErrorCode != 0:
 		return bounded.String(rd.ErrorMessage, maxCause)
+	case rd.Stopped != "":
+		return bounded.String(rd.StopCause, maxCause)
 	case rd.ToolError:
 		return "the tool answered with an error result (isError)"
 	case state == record.Failed && detail == "no_answer":

@@ -195,6 +195,8 @@ func flowState(rd *endpoint.Round, running bool) (state, detail string) {
 		return record.AwaitingInput, ""
 	case rd.ResultType == mcp.ResultTypeTask:
 		return record.Running, "" // working, as the task's events will say
+	case rd.Stopped != "":
+		return record.Failed, rd.Stopped
 	case rd.ToolError:
 		return record.Failed, "tool_error"
 	case rd.ResultType == mcp.ResultTypeComplete:

@@ -42,6 +42,9 @@ type backend struct {
 	*platformtest.Backend
 	mu       sync.Mutex
 	verified int
+	// final counts the deliveries that completed a flow (those with
+	// the answer to the webhook's own question).
+	final int
 }
 
 func newBackend(t testing.TB) *backend {
@@ -59,9 +62,19 @@ func (b *backend) count() int {
 	return b.verified + b.Refused()
 }
 
+// finals is how many deliveries completed a flow.
+func (b *backend) finals() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.final
+}
+
 func (b *backend) serve(w http.ResponseWriter, _ *http.Request, req *webhook.Request) {
 	b.mu.Lock()
 	b.verified++
+	if req.State == "asked" {
+		b.final++
+	}
 	b.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	if req.State != "asked" {

@@ -1,0 +1,121 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/testkit/platformtest"
+)
+
+// TestALegacyCallIsHeldByOneProcessAtATime: only the holder writes a
+// call's events, checkpoint and answers; a lease that ran out is taken
+// by exactly one of many takers, after which the old holder's writes
+// fail with ErrNotHeld; a call's events keep their bound; expired calls
+// go with their events. On both databases.
+func TestALegacyCallIsHeldByOneProcessAtATime(t *testing.T) {
+	for _, d := range platformtest.Dialects() {
+		t.Run(d.Name, func(t *testing.T) {
+			ctx := context.Background()
+			st := acmeStore(t, d.New(t), false)
+			acme, err := st.Tenants().Get(ctx, "acme")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ls := st.Legacy()
+			now := time.Now()
+			call := &store.LegacyCall{ID: "c1", TenantID: acme.ID, SessionID: "ls_1", Request: `{"id":1}`, Holder: "a",
+				HeldUntil: now.Add(time.Minute), NextSeq: 1, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+			if err := ls.OpenCall(ctx, call); err != nil {
+				t.Fatal(err)
+			}
+			for i := int64(1); i <= 10; i++ {
+				if err := ls.AppendEvents(ctx, "c1", "a", i, []string{fmt.Sprintf(`{"n":%d}`, i)}, 4, false, time.Time{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Out of order (a stale sequence) or by another: refused.
+			if err := ls.AppendEvents(ctx, "c1", "a", 5, []string{`{}`}, 4, false, time.Time{}); !errors.Is(err, store.ErrNotHeld) {
+				t.Fatalf("a stale sequence was appended: %v", err)
+			}
+			if err := ls.AppendEvents(ctx, "c1", "b", 11, []string{`{}`}, 4, false, time.Time{}); !errors.Is(err, store.ErrNotHeld) {
+				t.Fatalf("another process appended: %v", err)
+			}
+			evs, err := ls.CallEvents(ctx, "c1", 0, 100)
+			if err != nil || len(evs) == 0 || evs[len(evs)-1].Seq != 10 || len(evs) > 4+4 {
+				t.Fatalf("kept events %v (%v): the bound of 4 (pruned in steps of 4) is not kept", evs, err)
+			}
+			// Another session, or tenant, has no such call.
+			if _, err := ls.Call(ctx, acme.ID, "ls_2", "c1"); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("another session read the call: %v", err)
+			}
+			// While a's lease runs, nobody takes the call over.
+			if err := ls.TakeOver(ctx, "c1", "a", "b", now, now.Add(time.Minute)); !errors.Is(err, store.ErrNotHeld) {
+				t.Fatalf("a live lease was taken: %v", err)
+			}
+			// Once it ran out, one taker of many wins.
+			later := now.Add(2 * time.Minute)
+			var wins int
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			for i := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					err := ls.TakeOver(ctx, "c1", "a", fmt.Sprintf("t%d", i), later, later.Add(time.Minute))
+					if err == nil {
+						mu.Lock()
+						wins++
+						mu.Unlock()
+					} else if !errors.Is(err, store.ErrNotHeld) {
+						t.Error(err)
+					}
+				}()
+			}
+			wg.Wait()
+			if wins != 1 {
+				t.Fatalf("%d takers won", wins)
+			}
+			// The old holder is fenced out of every write.
+			for name, err := range map[string]error{
+				"append":     ls.AppendEvents(ctx, "c1", "a", 11, []string{`{}`}, 4, false, time.Time{}),
+				"checkpoint": ls.Checkpoint(ctx, "c1", "a", "st", "[]"),
+				"answers":    ls.SaveAnswers(ctx, "c1", "a", "{}"),
+				"release":    ls.ReleaseCall(ctx, "c1", "a"),
+				"end":        ls.EndCall(ctx, "c1", "a", now),
+			} {
+				if !errors.Is(err, store.ErrNotHeld) {
+					t.Errorf("the old holder's %s: %v", name, err)
+				}
+			}
+			if n, err := ls.RenewCalls(ctx, "a", later.Add(time.Hour)); err != nil || n != 0 {
+				t.Fatalf("the old holder renewed %d calls (%v)", n, err)
+			}
+			// The response ends it: done, kept until its expiry, then gone
+			// with its events.
+			got, err := ls.Call(ctx, acme.ID, "ls_1", "c1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ls.AppendEvents(ctx, "c1", got.Holder, 11, []string{`{"result":{}}`}, 4, true, now.Add(-time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ = ls.Call(ctx, acme.ID, "ls_1", "c1"); !got.Done || got.NextSeq != 12 {
+				t.Fatalf("after the response: %+v", got)
+			}
+			if err := ls.TakeOver(ctx, "c1", got.Holder, "z", later.Add(time.Hour), later.Add(2*time.Hour)); !errors.Is(err, store.ErrNotHeld) {
+				t.Fatalf("a done call was taken over: %v", err)
+			}
+			if n, err := ls.PruneCalls(ctx); err != nil || n != 1 {
+				t.Fatalf("pruned %d calls (%v)", n, err)
+			}
+			if evs, _ := ls.CallEvents(ctx, "c1", 0, 100); len(evs) != 0 {
+				t.Fatalf("a pruned call's events stayed: %v", evs)
+			}
+		})
+	}
+}
