@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsmcp/platform/testkit/nodeclient"
 	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/testkit/testwait"
 )
@@ -188,6 +189,8 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request) {
 		to := p.replicas[p.next%len(p.replicas)]
 		p.next++
 		last := tries == len(p.replicas)-1
+		p.routed = append(p.routed, routed{kind, to.name})
+		at := len(p.routed) - 1
 		p.mu.Unlock()
 		target, _ := url.Parse(to.url)
 		rp := httputil.NewSingleHostReverseProxy(target)
@@ -204,11 +207,11 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request) {
 		r.ContentLength = int64(len(body))
 		rp.ServeHTTP(w, r)
 		if !refused {
-			p.mu.Lock()
-			p.routed = append(p.routed, routed{kind, to.name})
-			p.mu.Unlock()
 			return
 		}
+		p.mu.Lock()
+		p.routed[at].kind = "refused " + kind
+		p.mu.Unlock()
 	}
 }
 
@@ -317,6 +320,12 @@ func killHolder(t *testing.T, px *proxy, a, b *replica) (kill func(), killed fun
 	var mu sync.Mutex
 	return func() {
 			once.Do(func() {
+				for deadline := time.Now().Add(30 * time.Second); len(px.where("tools/call")) == 0; time.Sleep(20 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Error("the call never reached a replica")
+						return
+					}
+				}
 				holder := a
 				if px.where("tools/call")[0] == b.name {
 					holder = b
@@ -392,4 +401,39 @@ func TestKillingTheReplicaHoldingTheStreamHandsTheCallOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantOnboarded(t, text)
+}
+
+func TestTypeScriptSDKv1ClientResumesAtAnotherReplicaWhenItsStreamsReplicaDies(t *testing.T) {
+	packages := nodeclient.Packages(t, "OPSMCP_TS_SDK", "v1")
+	px, a, b, hook := fleet(t, nil)
+	kill, killed := killHolder(t, px, a, b)
+	go kill()
+	// The client takes 3 s to answer the first question; meanwhile the
+	// replica holding its call's stream is killed.
+	out := nodeclient.Script(t, packages, "ts/client.mjs", px.URL+"/t/acme/mcp", "3000")
+	var got struct {
+		Error  string   `json:"error"`
+		Asked  []string `json:"asked"`
+		Result struct {
+			IsError bool `json:"isError"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil || got.Error != "" || got.Result.IsError || len(got.Result.Content) != 1 {
+		t.Fatalf("client saw %s (%v)", out, err)
+	}
+	wantOnboarded(t, got.Result.Content[0].Text)
+	if strings.Join(got.Asked, ",") != "form,url,form" {
+		t.Fatalf("asked %v: a question was asked twice or lost", got.Asked)
+	}
+	survivor := a
+	if killed() == a {
+		survivor = b
+	}
+	if killed() == nil {
+		t.Fatal("no replica was killed")
+	}
+	handedOver(t, px, survivor, hook)
 }

@@ -3,7 +3,9 @@
 // connects to the endpoint given as its argument, answers every request
 // the server sends it (form and URL elicitation, sampling) as a user and
 // a model would, calls the multi-round tool "onboard", ends its session,
-// and prints what happened as one line of JSON.
+// and prints what happened as one line of JSON. A second argument delays
+// its first answer by that many milliseconds (a user taking their time,
+// while a test kills the replica holding the call's stream).
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import {
@@ -13,6 +15,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 
 const url = process.argv[2];
+let firstDelay = Number(process.argv[3] ?? 0);
 const seen = { asked: [], urlIds: [], completed: [], sampled: 0 };
 
 const client = new Client(
@@ -21,6 +24,11 @@ const client = new Client(
 );
 client.setRequestHandler(ElicitRequestSchema, async (request) => {
   const params = request.params;
+  if (firstDelay > 0) {
+    const ms = firstDelay;
+    firstDelay = 0;
+    await new Promise((resolve) => setTimeout(resolve, ms));
+  }
   if (params.mode === 'url') {
     seen.asked.push('url');
     seen.urlIds.push(params.elicitationId);
