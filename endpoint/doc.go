@@ -30,7 +30,9 @@
 // resources/read run the same rounds, bridged onto the call's event
 // stream as server-to-client requests (legacybridge.go), with the
 // client's answers relayed from whichever replica receives them
-// (legacyrelay.go).
+// (legacyrelay.go); a call's stream is stored as it is sent, so its
+// client resumes it at any replica, which takes the call over when its
+// holder died (legacyresume.go).
 //
 // A tools/call may become a task (the Tasks extension) when its tool's
 // mode allows it and the request declares the extension: the task is a

@@ -15,11 +15,11 @@ import (
 // answers to the requests sent on the call's stream, its cancellation of
 // the call) to the goroutine serving that call. The answer may reach any
 // replica: when the call is held here it is handed over in process;
-// otherwise, on PostgreSQL, the message is stored in a row and announced
-// with NOTIFY, and the replica holding the call takes the row (a sweep
-// every relaySweep covers notifications lost while a listening
-// connection was down). On SQLite there is one node, so a message for a
-// call it does not hold is for a call that already ended.
+// otherwise the message is stored in a row, announced on PostgreSQL with
+// NOTIFY, and the replica holding the call takes the row (a sweep every
+// relaySweep covers notifications lost while a listening connection was
+// down, and, on SQLite's one node, messages posted while no goroutine
+// held the call: a call being taken over after a restart).
 //
 // Every message carries the tenant and session it arrived on, verified
 // by the replica that received it; the holder hands it over only if
