@@ -7,7 +7,8 @@
 // bulk.go: tenants and their catalogues; secrets.go: webhook secrets
 // sealed at rest), Record (the flow record, package store/record),
 // Legacy (legacy.go: initialization-era sessions and the answers relayed
-// between replicas), KeyRings (keyrings.go), Credentials (tokens.go and
+// between replicas; legacycalls.go: their calls' stored streams and
+// leases), KeyRings (keyrings.go), Credentials (tokens.go and
 // sessions.go: admin API tokens and ended sign-ins), Audit (audit.go),
 // Revocations (consumed.go and revoked.go: single-use states consumed and
 // flows cancelled) and Tasks (tasks.go). The connection the parts share,
