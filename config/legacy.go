@@ -29,6 +29,14 @@ type LegacyConfig struct {
 	// initialize writes a row, and a public tenant's callers need no
 	// token to send them.
 	InitializePerCaller, InitializePerTenant int
+	// SessionsPerCaller and SessionsPerTenant cap the live sessions one
+	// caller, and a whole tenant, may hold at once, fleet-wide, so one
+	// caller cannot fill a tenant's allowance with sessions that live a
+	// day.
+	SessionsPerCaller, SessionsPerTenant int
+	// SessionIdle ends a session that was not used (no request, no open
+	// stream, no call waiting) for that long; 0 never does.
+	SessionIdle time.Duration
 }
 
 // maxLegacySessionTTL is the longest session: the longest lifetime a
@@ -42,6 +50,9 @@ func legacyFlags(fs *flag.FlagSet, c *LegacyConfig) {
 	fs.DurationVar(&c.SessionTTL, "legacy-session-ttl", 24*time.Hour, "lifetime of a legacy session from its initialize, fixed (1m to 24h)")
 	fs.IntVar(&c.InitializePerCaller, "legacy-initialize-per-caller", 30, "legacy sessions one caller may start a minute on a tenant, on each replica (a caller is its token's principal; on a public tenant, its address)")
 	fs.IntVar(&c.InitializePerTenant, "legacy-initialize-per-tenant", 600, "legacy sessions a tenant's callers may start a minute in all, on each replica")
+	fs.IntVar(&c.SessionsPerCaller, "legacy-sessions-per-caller", 100, "live legacy sessions one caller may hold on a tenant, fleet-wide")
+	fs.IntVar(&c.SessionsPerTenant, "legacy-sessions-per-tenant", 10_000, "live legacy sessions a tenant's callers may hold in all, fleet-wide")
+	fs.DurationVar(&c.SessionIdle, "legacy-session-idle", time.Hour, "end a legacy session unused for this long (0: never; else 1m to 24h)")
 }
 
 func (c *LegacyConfig) validate() []error {
@@ -59,6 +70,14 @@ func (c *LegacyConfig) validate() []error {
 		errs = append(errs, errors.New("legacy-initialize-per-caller must be between 1 and 100000, legacy-initialize-per-tenant between 1 and 1000000"))
 	} else if c.InitializePerCaller > c.InitializePerTenant {
 		errs = append(errs, errors.New("legacy-initialize-per-caller cannot exceed legacy-initialize-per-tenant"))
+	}
+	if c.SessionsPerCaller < 1 || c.SessionsPerCaller > 1_000_000 || c.SessionsPerTenant < 1 || c.SessionsPerTenant > 100_000_000 {
+		errs = append(errs, errors.New("legacy-sessions-per-caller must be between 1 and 1000000, legacy-sessions-per-tenant between 1 and 100000000"))
+	} else if c.SessionsPerCaller > c.SessionsPerTenant {
+		errs = append(errs, errors.New("legacy-sessions-per-caller cannot exceed legacy-sessions-per-tenant"))
+	}
+	if c.SessionIdle != 0 && (c.SessionIdle < time.Minute || c.SessionIdle > maxLegacySessionTTL) {
+		errs = append(errs, errors.New("legacy-session-idle must be 0 (never) or between 1m and 24h"))
 	}
 	return errs
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/opsmcp/platform/mcp"
+	"github.com/opsmcp/platform/store"
 )
 
 // supportedVersions is what -32022 and server/discover report.
@@ -106,8 +107,11 @@ type sseWriter struct {
 	noIDs  bool
 	prefix string
 	// log, when set, stores each event before it is written: a legacy
-	// call's resumable stream, whose ids are the log's.
-	log *callLog
+	// call's resumable stream, whose ids are the log's. primeID, when
+	// set, is written (with a reconnection delay) before the first
+	// event: a 2025-11-25 stream's priming.
+	log     *callLog
+	primeID string
 	// detached says the client went away from a resumable stream: its
 	// events are still stored, for the client to resume.
 	detached bool
@@ -141,12 +145,40 @@ func (s *sseWriter) send(msg any) error {
 	switch {
 	case s.log != nil:
 		_, final := msg.(response)
-		id = s.log.append(body, final)
+		id = eventID('c', s.log.id, s.log.write([][]byte{body}, nil, final))
 	case !s.noIDs:
 		s.n++
 		id = s.prefix + strconv.Itoa(s.n)
 	}
 	return s.event(id, "", body)
+}
+
+// sendAll writes messages as events; on a resumable stream they are
+// stored first in one write, with cp.
+func (s *sseWriter) sendAll(msgs []any, cp *store.Checkpoint) error {
+	if s.log == nil {
+		for _, m := range msgs {
+			if err := s.send(m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	bodies := make([][]byte, len(msgs))
+	for i, m := range msgs {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return err
+		}
+		bodies[i] = b
+	}
+	first := s.log.write(bodies, cp, false)
+	for i, b := range bodies {
+		if err := s.event(eventID('c', s.log.id, first+int64(i)), "", b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // event writes one event: its id (none if empty), a reconnection delay
@@ -158,6 +190,13 @@ func (s *sseWriter) event(id, retry string, body []byte) error {
 	}
 	s.start()
 	var buf bytes.Buffer
+	if s.primeID != "" {
+		buf.WriteString("id: " + s.primeID + "\nretry: " + reconnectDelay + "\ndata: \n\n")
+		s.primeID = ""
+		if id == "" && body == nil {
+			return s.flush(buf.Bytes()) // the priming alone
+		}
+	}
 	if id != "" {
 		buf.WriteString("id: ")
 		buf.WriteString(id)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/opsmcp/platform/auth"
@@ -53,6 +54,15 @@ type LegacyOptions struct {
 	// caller, and all of a tenant's callers, may start a minute on this
 	// replica (0: 30 and 600).
 	InitializePerCaller, InitializePerTenant int
+	// SessionsPerCaller and SessionsPerTenant cap the live sessions a
+	// caller, and a tenant, may hold, fleet-wide (0: 100 and 10,000).
+	SessionsPerCaller, SessionsPerTenant int
+	// SessionIdle ends a session unused for that long (0: never).
+	SessionIdle time.Duration
+	// TouchEvery is how often a replica writes which sessions it saw
+	// used (0: 30 s); Sweep how often it ends idle sessions and prunes
+	// expired ones (0: a minute).
+	TouchEvery, Sweep time.Duration
 }
 
 // legacy serves the initialization era for a Handler.
@@ -66,6 +76,8 @@ type legacy struct {
 	// calls are those whose streams are stored.
 	holder string
 	calls  *heldCalls
+	// seen are the sessions used since the last touchEvery.
+	seen   *seenSessions
 	ended  *endedSessions
 	relay  *relay
 	levels *levels
@@ -80,7 +92,19 @@ func newLegacy(ctx context.Context, e *Handler, opts LegacyOptions) *legacy {
 	if opts.SessionTTL <= 0 || opts.SessionTTL > mrtr.MaxTTL {
 		opts.SessionTTL = mrtr.MaxTTL
 	}
-	l := &legacy{e: e, ctx: ctx, opts: opts, holder: newStreamID(), calls: &heldCalls{m: map[string]*callLog{}}, ended: newEndedSessions(), relay: newRelay(e.opts.Sessions, e.log),
+	if opts.TouchEvery <= 0 {
+		opts.TouchEvery = 30 * time.Second
+	}
+	if opts.Sweep <= 0 {
+		opts.Sweep = time.Minute
+	}
+	if opts.SessionsPerCaller <= 0 {
+		opts.SessionsPerCaller = 100
+	}
+	if opts.SessionsPerTenant <= 0 {
+		opts.SessionsPerTenant = 10_000
+	}
+	l := &legacy{e: e, ctx: ctx, opts: opts, holder: newStreamID(), calls: &heldCalls{m: map[string]*callLog{}}, seen: &seenSessions{ids: map[string]struct{}{}}, ended: newEndedSessions(), relay: newRelay(e.opts.Sessions, e.log),
 		levels: newLevels(e.opts.Refresh), starts: newStartLimits(opts.InitializePerCaller, opts.InitializePerTenant), done: make(chan struct{})}
 	go l.run(ctx)
 	return l
@@ -90,22 +114,32 @@ func newLegacy(ctx context.Context, e *Handler, opts LegacyOptions) *legacy {
 // ctx ends (ended sessions are followed by the endpoint's refresh).
 func (l *legacy) run(ctx context.Context) {
 	defer close(l.done)
-	relayDone := make(chan struct{})
+	relayDone, renewDone := make(chan struct{}), make(chan struct{})
 	go func() { defer close(relayDone); l.relay.run(ctx) }()
-	defer func() { <-relayDone }()
-	prune := time.NewTicker(time.Minute)
+	go func() { defer close(renewDone); l.renew(ctx) }()
+	defer func() { <-relayDone; <-renewDone }()
+	prune := time.NewTicker(l.opts.Sweep)
 	defer prune.Stop()
-	renew := time.NewTicker(callRenew)
-	defer renew.Stop()
+	touch := time.NewTicker(l.opts.TouchEvery)
+	defer touch.Stop()
 	l.refreshEnded(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			l.relay.stopAll()
+			l.touch(context.WithoutCancel(ctx))
 			return
-		case <-renew.C:
-			l.renewCalls(ctx)
+		case <-touch.C:
+			l.touch(ctx)
 		case <-prune.C:
+			if l.opts.SessionIdle > 0 {
+				if n, err := l.e.opts.Sessions.EndIdle(ctx, time.Now().Add(-l.opts.SessionIdle)); err != nil && ctx.Err() == nil {
+					l.e.log.Warn("ending idle legacy sessions failed", "err", err)
+				} else if n > 0 {
+					l.e.log.Info("ended idle legacy sessions", "sessions", n, "idle", l.opts.SessionIdle)
+					l.refreshEnded(ctx)
+				}
+			}
 			if _, err := l.e.opts.Sessions.PruneCalls(ctx); err != nil && ctx.Err() == nil {
 				l.e.log.Warn("pruning legacy calls failed", "err", err)
 			}
@@ -117,6 +151,45 @@ func (l *legacy) run(ctx context.Context) {
 				l.e.log.Debug("pruned legacy sessions", "sessions", sessions, "relay", relay)
 			}
 		}
+	}
+}
+
+// seenSessions are the sessions a replica saw used, to be written.
+type seenSessions struct {
+	mu  sync.Mutex
+	ids map[string]struct{}
+}
+
+// add notes that session id was used.
+func (s *seenSessions) add(id string) {
+	s.mu.Lock()
+	s.ids[id] = struct{}{}
+	s.mu.Unlock()
+}
+
+// take returns the sessions seen since the last take.
+func (s *seenSessions) take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.ids) == 0 {
+		return nil
+	}
+	out := slices.Collect(maps.Keys(s.ids))
+	clear(s.ids)
+	return out
+}
+
+// touch writes which sessions were used since it last did, in one
+// statement (per 500), off every request's path.
+func (l *legacy) touch(ctx context.Context) {
+	ids := l.seen.take()
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeWrite)
+	defer cancel()
+	if err := l.e.opts.Sessions.Touch(ctx, ids, time.Now()); err != nil {
+		l.e.log.Warn("recording legacy sessions' use failed; an idle one may end early", "sessions", len(ids), "err", err)
 	}
 }
 
@@ -230,6 +303,7 @@ func (l *legacy) session(x *exchange, snap *snapshot, p *auth.Principal) (*sessi
 		x.fail(errSessionNotFound())
 		return nil, false
 	}
+	l.seen.add(s.id)
 	return s, true
 }
 
@@ -319,11 +393,29 @@ func (l *legacy) initialize(x *exchange, snap *snapshot, p *auth.Principal, raw 
 		legacyFail(x, errInvalidParams("Invalid params: initialize needs protocolVersion, capabilities and clientInfo"))
 		return
 	}
-	if wait, ok := l.starts.allow(snap.tenantID, callerKey(p, x.round.ClientAddr), time.Now()); !ok {
+	caller := callerKey(p, x.round.ClientAddr)
+	if wait, ok := l.starts.allow(snap.tenantID, caller, time.Now()); !ok {
 		secs := int((wait + time.Second - 1) / time.Second)
 		x.w.Header().Set("Retry-After", strconv.Itoa(secs))
 		x.fail(newError(http.StatusTooManyRequests, mcp.CodeInvalidRequest,
 			fmt.Sprintf("Too many sessions started: try again in %d s", secs), nil))
+		return
+	}
+	callerHash := hashHex(caller)
+	tenantLive, callerLive, err := l.e.opts.Sessions.CountLive(x.ctx, snap.tenantID, callerHash)
+	if err != nil {
+		l.e.log.ErrorContext(x.ctx, "cannot count legacy sessions", "tenant", snap.slug, "err", err)
+		x.fail(errSessionsUnavailable())
+		return
+	}
+	if callerLive >= int64(l.opts.SessionsPerCaller) || tenantLive >= int64(l.opts.SessionsPerTenant) {
+		whose := fmt.Sprintf("this caller has %d live sessions, the most it may", callerLive)
+		if tenantLive >= int64(l.opts.SessionsPerTenant) {
+			whose = fmt.Sprintf("this tenant has %d live sessions, the most it may", tenantLive)
+		}
+		x.w.Header().Set("Retry-After", "60")
+		x.fail(newError(http.StatusTooManyRequests, mcp.CodeInvalidRequest,
+			"Too many live sessions: "+whose+"; end one (DELETE) or try again later", nil))
 		return
 	}
 	s := &session{id: newSessionID(), version: negotiate(params.ProtocolVersion),
@@ -341,7 +433,7 @@ func (l *legacy) initialize(x *exchange, snap *snapshot, p *auth.Principal, raw 
 	}
 	row := &store.LegacySession{ID: s.id, TenantID: snap.tenantID, ProtocolVersion: s.version,
 		ClientName: s.client.Name, ClientVersion: s.client.Version, CreatedAt: time.Now(), ExpiresAt: s.expires,
-		TokenHash: hashHex(tok), PrincipalHash: hashHex(p.Binding()), Capabilities: string(s.rawCaps)}
+		TokenHash: hashHex(tok), PrincipalHash: hashHex(p.Binding()), Capabilities: string(s.rawCaps), Caller: callerHash}
 	if p != nil {
 		row.PrincipalIssuer, row.PrincipalSubject, row.PrincipalClient = p.Issuer, p.Subject, p.Client
 	}
@@ -608,7 +700,7 @@ func (l *legacy) stream(x *exchange, snap *snapshot, p *auth.Principal) {
 		l.resume(x, snap, p, s, last)
 		return
 	}
-	l.standalone(x, snap, p, s, false)
+	l.standalone(x, snap, p, s, "")
 }
 
 // standalone serves the session's standalone stream: what concerns the
@@ -616,9 +708,10 @@ func (l *legacy) stream(x *exchange, snap *snapshot, p *auth.Principal) {
 // the resources it subscribed to. It ends with the session, the client,
 // or the replica, and like every stream at its maximum lifetime, when
 // the caller's token expires, or when the tenant would no longer accept
-// it. A resumed one (its events are not stored) begins by saying that
-// everything it carries may have changed.
-func (l *legacy) standalone(x *exchange, snap *snapshot, p *auth.Principal, s *session, resumed bool) {
+// it. Its events are not stored: one resumed (from stream, which names
+// the catalogue version it followed) begins by saying that everything
+// it carries may have changed, when the catalogue has since.
+func (l *legacy) standalone(x *exchange, snap *snapshot, p *auth.Principal, s *session, resumed string) {
 	if _, err := l.sessionRow(x.ctx, snap, s); err != nil {
 		l.storeFailed(x, &call{snap: snap}, err)
 		return
@@ -636,7 +729,7 @@ func (l *legacy) standalone(x *exchange, snap *snapshot, p *auth.Principal, s *s
 	l.relay.hold(held)
 	defer l.relay.release(held)
 	sse := newSSE(x.w)
-	sse.prefix = "g." + newStreamID() + "."
+	sse.prefix = "g." + standaloneID(snap.version) + "."
 	x.sse, x.round.Answered = sse, true
 	if s.version == mcp.Version20251125 {
 		if sse.event(sse.prefix+"0", reconnectDelay, nil) != nil {
@@ -645,7 +738,7 @@ func (l *legacy) standalone(x *exchange, snap *snapshot, p *auth.Principal, s *s
 	} else if sse.comment() != nil {
 		return
 	}
-	if resumed && l.resignal(ctx, sse, snap, s) != nil {
+	if v, ok := standaloneVersion(resumed); resumed != "" && (!ok || v != snap.version) && l.resignal(ctx, sse, snap, s) != nil {
 		return
 	}
 	keepAlive := time.NewTicker(streamKeepAlive)
@@ -689,6 +782,7 @@ func (l *legacy) standalone(x *exchange, snap *snapshot, p *auth.Principal, s *s
 			if l.ended.has(s.id) || sse.comment() != nil {
 				return
 			}
+			l.seen.add(s.id) // a session with a stream open is in use
 		case <-hold.ending.C:
 			return // its maximum lifetime, or the caller's token expired
 		case ch, ok := <-hold.changes:

@@ -55,7 +55,8 @@ func tryBridgedFlow(client *http.Client, url, session string) error {
 	sc := bufio.NewScanner(resp.Body)
 	next := func() (map[string]json.RawMessage, error) {
 		for sc.Scan() {
-			if data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: ")); ok {
+			// An empty data line is the stream's priming event.
+			if data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: ")); ok && len(data) > 0 {
 				var m map[string]json.RawMessage
 				return m, json.Unmarshal(data, &m)
 			}

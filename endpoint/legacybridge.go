@@ -252,7 +252,7 @@ func (b *bridged) run(ctx context.Context, c *call, r *resumed) {
 
 			state = ir.RequestState
 			if len(ir.InputRequests) == 0 {
-				b.checkpoint(state, nil)
+				b.pauseCheckpoint(state)
 				fail = b.pause(ctx, stateOnlyBackoff[min(stateOnly, len(stateOnlyBackoff)-1)])
 				stateOnly++
 			} else {
@@ -267,6 +267,9 @@ func (b *bridged) run(ctx context.Context, c *call, r *resumed) {
 			b.stopped(c, fail)
 			return
 		}
+		// The answers are in (and recorded so): the round that takes them
+		// runs here, to its end, and is not left to another replica.
+		b.asked = false
 		snap, err := e.catalogues.lookup(ctx, c.snap.slug)
 		if err != nil || snap == nil || snap.disabled || snap.tenantID != c.snap.tenantID {
 			b.stopped(c, &legFailure{kind: "unavailable"})
@@ -352,6 +355,9 @@ func (b *bridged) stopFailure() *legFailure {
 func (b *bridged) stopped(c *call, f *legFailure) {
 	x := b.x
 	var msg string
+	if b.stored != nil && b.stored.lost {
+		return // another replica serves it now, and says how it ends
+	}
 	if b.leaving(f) {
 		// Left for another replica: the client resumes its stream there,
 		// which takes the call over at once.
@@ -390,7 +396,7 @@ func (b *bridged) stopped(c *call, f *legFailure) {
 // another could take it over: it waits on questions whose state is
 // recorded.
 func (b *bridged) leaving(f *legFailure) bool {
-	return f.kind == "shutdown" && b.stored != nil && !b.stored.lost && !b.stored.broken && b.asked
+	return f.kind == "shutdown" && b.stored != nil && b.stored.stored() && b.asked
 }
 
 // finish writes the last round's answer in the legacy shape.
@@ -484,49 +490,41 @@ func describeCapabilities(c mrtr.ClientCapabilities) string {
 }
 
 // post sends a round's questions as requests on the call's stream,
-// after recording them (and the state they were asked under) where
-// another replica could take the call over. Their ids are held by the
-// relay before they are sent, so no answer can arrive first.
+// stored with what another replica would need to take the call over
+// (the state they were asked under, the questions) in one write. Their
+// ids are held by the relay before they are sent, so no answer can
+// arrive first.
 func (b *bridged) post(reqs map[string]mrtr.InputRequest, state string) ([]pendingLeg, *legFailure) {
 	keys := slices.Sorted(maps.Keys(reqs))
 	legs := make([]pendingLeg, len(keys))
 	ids := make([]string, len(keys))
+	msgs := make([]any, len(keys))
 	for i, k := range keys {
 		params, eid := legParams(reqs[k])
 		legs[i] = pendingLeg{ID: newLegID(), Key: k, Method: reqs[k].Method, EID: eid, Params: params}
 		ids[i] = legs[i].ID
+		msgs[i] = legRequest{JSONRPC: "2.0", ID: legs[i].ID, Method: legs[i].Method, Params: params}
 	}
 	b.l.relay.addLegs(b.bc, ids)
 	sse := b.stream()
-	b.checkpoint(state, legs)
-	for _, leg := range legs {
-		if sse.send(legRequest{JSONRPC: "2.0", ID: leg.ID, Method: leg.Method, Params: leg.Params}) != nil {
-			b.l.relay.dropLegs(ids)
-			return nil, &legFailure{kind: "gone"}
-		}
+	raw, _ := json.Marshal(legs)
+	if sse.sendAll(msgs, &store.Checkpoint{State: state, Legs: string(raw)}) != nil {
+		b.l.relay.dropLegs(ids)
+		return nil, &legFailure{kind: "gone"}
 	}
+	b.asked = b.stored != nil && b.stored.stored()
 	return legs, nil
 }
 
-// checkpoint records, for a call whose stream is stored, what a replica
-// taking it over would need: the state and the questions it waits on.
-func (b *bridged) checkpoint(state string, legs []pendingLeg) {
-	if b.stored == nil || b.stored.lost {
+// pauseCheckpoint records, before a state-only round is run again,
+// that it is about to run: a replica taking the call over does not run
+// it a second time.
+func (b *bridged) pauseCheckpoint(state string) {
+	if b.stored == nil || !b.stored.written.Load() {
 		return
 	}
-	raw, _ := json.Marshal(legs)
-	err := b.l.write(func(ctx context.Context) error {
-		return b.l.e.opts.Sessions.Checkpoint(ctx, b.stored.id, b.l.holder, state, string(raw))
-	})
-	switch {
-	case errors.Is(err, store.ErrNotHeld):
-		b.stored.lost = true
-	case err != nil:
-		// The call goes on here; only a takeover would be out of date.
-		b.l.e.log.Warn("cannot record a legacy call's questions; another replica could not take it over", "err", err)
-	default:
-		b.asked = true
-	}
+	b.stored.write(nil, &store.Checkpoint{State: state, Running: true}, false)
+	b.asked = false
 }
 
 // await waits for every answer to the call's pending questions (those
@@ -599,6 +597,7 @@ func (b *bridged) await(ctx context.Context, legs []pendingLeg, given map[string
 			if sse.comment() != nil {
 				return nil, nil, &legFailure{kind: "gone"}
 			}
+			b.l.seen.add(b.s.id) // a call waiting on its client keeps its session in use
 		case raw := <-b.bc.inbox:
 			var resp struct {
 				ID     json.RawMessage `json:"id"`
@@ -629,7 +628,7 @@ func (b *bridged) await(ctx context.Context, legs []pendingLeg, given map[string
 				return nil, nil, &legFailure{kind: "refused", method: legs[i].Method, detail: detail}
 			}
 			accept(i, resp.Result)
-			if f := b.saveAnswers(answers); f != nil {
+			if f := b.saveAnswers(legs, answers); f != nil {
 				return nil, nil, f
 			}
 		}
@@ -638,21 +637,33 @@ func (b *bridged) await(ctx context.Context, legs []pendingLeg, given map[string
 }
 
 // saveAnswers records the answers given so far, for a replica that
-// would take the call over; a call taken over already stops here.
-func (b *bridged) saveAnswers(answers map[string]json.RawMessage) *legFailure {
-	if b.stored == nil || b.stored.lost {
+// would take the call over; with the last one the round is marked
+// running, after which a taker does not run it again. A call taken over
+// already stops here, its answers passed on to the taker.
+func (b *bridged) saveAnswers(legs []pendingLeg, answers map[string]json.RawMessage) *legFailure {
+	cl := b.stored
+	if cl == nil || !cl.stored() || !cl.written.Load() {
 		return nil
 	}
 	raw, _ := json.Marshal(answers)
+	running := len(answers) == len(legs)
 	err := b.l.write(func(ctx context.Context) error {
-		return b.l.e.opts.Sessions.SaveAnswers(ctx, b.stored.id, b.l.holder, string(raw))
+		return b.l.e.opts.Sessions.SaveAnswers(ctx, cl.id, b.l.holder, string(raw), running)
 	})
 	switch {
 	case errors.Is(err, store.ErrNotHeld):
-		b.stored.lost = true
+		cl.lost = true
+		// The answers this replica took belong to the call's new holder.
+		for _, leg := range legs {
+			if a, ok := answers[leg.Key]; ok && a != nil {
+				msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": leg.ID, "result": a})
+				_ = b.l.relay.post(b.l.ctx, b.bc.tenantID, b.bc.session, "r:"+leg.ID, msg)
+			}
+		}
 		return &legFailure{kind: "lost"}
 	case err != nil:
-		b.l.e.log.Warn("cannot record a legacy call's answers; a replica taking it over would ask again", "err", err)
+		b.asked = false // a taker would not know of these answers: none is to take over
+		b.l.e.log.Warn("cannot record a legacy call's answers; the call cannot be taken over", "err", err)
 	}
 	return nil
 }
@@ -710,22 +721,19 @@ func (b *bridged) completeURLs(urls []urlAsk, next map[string]mrtr.InputRequest)
 }
 
 // stream returns the call's event stream, starting it if need be: a
-// stored, resumable one (primed for a 2025-11-25 client), unless the
-// store cannot take it.
+// stored, resumable one (primed for a 2025-11-25 client), whose row is
+// written with its first events.
 func (b *bridged) stream() *sseWriter {
 	if b.x.sse != nil {
 		return b.x.sse
 	}
 	sse := newSSE(b.x.w)
 	b.x.sse = sse
-	if b.stored = b.l.openCall(b.bc.tenantID, b.x.round.Tenant, b.s, b.body); b.stored == nil {
-		sse.noIDs = true
-		return sse
-	}
+	b.stored = b.l.newCallLog(b.bc.tenantID, b.s, b.body)
 	sse.log = b.stored
 	b.resumable.Store(true)
 	if b.s.version == mcp.Version20251125 {
-		_ = sse.event(eventID('c', b.stored.id, 0), reconnectDelay, nil)
+		sse.primeID = eventID('c', b.stored.id, 0)
 	}
 	return sse
 }
@@ -736,7 +744,14 @@ func (b *bridged) delivering() bool {
 	if b.progressToken == nil && b.level == "" {
 		return false
 	}
-	b.stream()
+	if sse := b.stream(); !b.stored.written.Load() {
+		// The stream begins before any event: its row now, so that a
+		// client dropped during the webhook's answer may resume.
+		b.stored.write(nil, nil, false)
+		if sse.primeID != "" {
+			_ = sse.event("", "", nil) // the priming alone
+		}
+	}
 	return true
 }
 

@@ -6,8 +6,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opsmcp/platform/config"
+	"github.com/opsmcp/platform/endpoint"
+	"github.com/opsmcp/platform/testkit/oidctest"
 	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
@@ -98,5 +101,130 @@ func TestInitializeLimitsTrustNoForwardedAddressFromAnUntrustedPeer(t *testing.T
 		if r := initializeFrom(t, p, "acme", xff); r.Status != want {
 			t.Fatalf("start %d (claiming %q): HTTP %d, want %d", i, xff, r.Status, want)
 		}
+	}
+}
+
+// refusedLive checks a refused initialize: 429, Retry-After, a JSON-RPC
+// error naming whose live sessions are too many, and no session.
+func refusedLive(t *testing.T, step string, r *platformtest.Response, whose string) {
+	t.Helper()
+	var msg struct {
+		Error struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if r.Status != 429 || r.Header.Get("Retry-After") == "" || r.Header.Get("Mcp-Session-Id") != "" ||
+		json.Unmarshal(r.Body, &msg) != nil || msg.Error.Code == 0 || !strings.Contains(msg.Error.Message, whose) {
+		t.Fatalf("%s: HTTP %d (Retry-After %q): %s; want 429 naming %q", step, r.Status, r.Header.Get("Retry-After"), r.Body, whose)
+	}
+}
+
+// TestLiveSessionsAreCappedPerCallerAndPerTenant, on a public tenant
+// behind a trusted proxy: a caller, however its address is spelt, holds
+// at most its share of live sessions, fleet-wide; others theirs until
+// the tenant's are all live; ending one frees its place; a session
+// ended or expired does not count.
+func TestLiveSessionsAreCappedPerCallerAndPerTenant(t *testing.T) {
+	h := newHook(t, replyText("hi"))
+	p := setup(t, h, platformtest.WithConfig(func(c *config.Config) {
+		c.Legacy.SessionsPerCaller, c.Legacy.SessionsPerTenant = 2, 4
+		c.HTTP.TrustedProxies = "127.0.0.1"
+	}))
+	p.Tenant(t, "other")
+	start := func(slug, xff string) *platformtest.Response { t.Helper(); return initializeFrom(t, p, slug, xff) }
+	var first string
+	for i, xff := range []string{"203.0.113.7", "::ffff:203.0.113.7"} {
+		r := start("acme", xff)
+		if r.Status != 200 {
+			t.Fatalf("session %d of the caller: HTTP %d %s", i, r.Status, r.Body)
+		}
+		if i == 0 {
+			first = r.Header.Get("Mcp-Session-Id")
+		}
+	}
+	for _, xff := range []string{"203.0.113.7", "::ffff:cb00:7107", "198.51.100.1, 203.0.113.7"} {
+		refusedLive(t, "the caller's third, from "+xff, start("acme", xff), "this caller has 2 live sessions")
+	}
+	// Another tenant's caps are its own.
+	if r := start("other", "203.0.113.7"); r.Status != 200 {
+		t.Fatalf("another tenant: HTTP %d", r.Status)
+	}
+	// Two more callers fill the tenant; a fourth caller is refused.
+	for _, xff := range []string{"2001:db8:1:2::1", "198.51.100.9"} {
+		if r := start("acme", xff); r.Status != 200 {
+			t.Fatalf("caller %s: HTTP %d %s", xff, r.Status, r.Body)
+		}
+	}
+	refusedLive(t, "a new caller on a full tenant", start("acme", "192.0.2.55"), "this tenant has 4 live sessions")
+	// Ended by its client, a session frees its place, for its caller too.
+	h2 := http.Header{"Mcp-Session-Id": {first}, "X-Forwarded-For": {"203.0.113.7"}}
+	if r := platformtest.Do(t, http.MethodDelete, legacyURL(p, "acme"), h2, nil); r.Status != 204 {
+		t.Fatalf("DELETE: %d %s", r.Status, r.Body)
+	}
+	if r := start("acme", "203.0.113.7"); r.Status != 200 {
+		t.Fatalf("after one ended: HTTP %d %s", r.Status, r.Body)
+	}
+	if items := p.MustAdmin(t, 200, "GET", "/api/v1/tenants/acme/sessions", nil)["items"].([]any); len(items) != 4 {
+		t.Fatalf("acme has %d live sessions; its cap is 4", len(items))
+	}
+}
+
+// TestACallerWithManyTokensIsOneCaller: on a tenant that identifies its
+// callers, a user is its principal however many tokens it holds, and
+// another user of the same client has a cap of their own.
+func TestACallerWithManyTokensIsOneCaller(t *testing.T) {
+	op := oidctest.Start(t)
+	p := platformtest.Start(t, platformtest.SQLiteURL(t), platformtest.WithConfig(func(c *config.Config) {
+		c.Legacy.SessionsPerCaller, c.Legacy.SessionsPerTenant = 2, 100
+	}))
+	authTenant(t, p, "acme", op, oidctest.ClientA, false)
+	startAs := func(tok string) *platformtest.Response {
+		t.Helper()
+		h := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}, "Authorization": {"Bearer " + tok}}
+		return platformtest.Do(t, http.MethodPost, legacyURL(p, "acme"), h, initializeBody)
+	}
+	for i := range 2 {
+		if r := startAs(op.UserToken(t, oidctest.ClientA, op.UserName(1))); r.Status != 200 {
+			t.Fatalf("alice's session %d: HTTP %d %s", i, r.Status, r.Body)
+		}
+	}
+	for range 2 {
+		refusedLive(t, "alice's third, with a fresh token", startAs(op.UserToken(t, oidctest.ClientA, op.UserName(1))), "this caller has 2 live sessions")
+	}
+	if r := startAs(op.UserToken(t, oidctest.ClientA, op.UserName(2))); r.Status != 200 {
+		t.Fatalf("bob: HTTP %d %s", r.Status, r.Body)
+	}
+}
+
+// TestIdleSessionsEnd: a session unused past the idle limit ends (the
+// admin API no longer lists it, its id gets 404), while one in use
+// lives on.
+func TestIdleSessionsEnd(t *testing.T) {
+	h := newHook(t, replyText("hi"))
+	p := setup(t, h, platformtest.WithServer(func(o *endpoint.Options) {
+		o.Legacy.SessionIdle, o.Legacy.Sweep, o.Legacy.TouchEvery = 1500*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond
+	}))
+	idle := newLegacyClient(t, legacyURL(p, "acme"))
+	idle.initialize("2025-11-25", legacyCaps)
+	busy := newLegacyClient(t, legacyURL(p, "acme"))
+	busy.initialize("2025-11-25", legacyCaps)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		busy.result("ping", obj{})
+		items := p.MustAdmin(t, 200, "GET", "/api/v1/tenants/acme/sessions", nil)["items"].([]any)
+		if len(items) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle session never ended: %v", items)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, status := idle.call("ping", obj{}); status != 404 {
+		t.Fatalf("the idle session answered HTTP %d", status)
+	}
+	if _, status := busy.call("ping", obj{}); status != 200 {
+		t.Fatalf("the session in use answered HTTP %d", status)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/opsmcp/platform/auth"
@@ -33,9 +34,10 @@ import (
 // far) and serves the rest of it on the resumed stream.
 //
 // The standalone GET stream's events (list changes, resource updates,
-// task status) are signals, not stored: its ids are g.<stream>.<n>, and
-// a client resuming it is told that every list, and every resource it
-// subscribed to, may have changed.
+// task status) are signals, not stored: its ids are g.<stream>.<n>, the
+// stream naming the catalogue version it followed, and a client
+// resuming it after the catalogue changed is told that every list, and
+// every resource it subscribed to, may have changed.
 //
 // A 2025-11-25 session's streams begin with a priming event (an id, no
 // data) and a reconnection delay; earlier revisions' clients take an
@@ -70,6 +72,24 @@ func newStreamID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// standaloneID is a standalone stream's id: 32 random bits, then the
+// catalogue version it follows (64 bits), in hex.
+func standaloneID(version int64) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:]) + fmt.Sprintf("%016x", uint64(version))
+}
+
+// standaloneVersion is the catalogue version a standalone stream's id
+// names.
+func standaloneVersion(stream string) (int64, bool) {
+	if len(stream) != 24 {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(stream[8:], 16, 64)
+	return int64(v), err == nil
+}
+
 // eventID is the id of a stream's event: kind 'c' (a call's stream) or
 // 'g' (the standalone stream).
 func eventID(kind byte, stream string, seq int64) string {
@@ -98,15 +118,19 @@ func parseEventID(id string) (kind byte, stream string, seq int64, ok bool) {
 }
 
 // callLog is the stored event log of a call this replica holds. Only
-// the call's goroutine appends; followers on this replica wait on
+// the call's goroutine writes; followers on this replica wait on
 // changed.
 type callLog struct {
 	l                   *legacy
 	id                  string
 	tenantID, sessionID string
 	next                int64 // the next event's sequence
-	// broken says an event could not be stored: a resumption past it
-	// is told of the gap.
+	// open is the call's row until its first write inserts it; written
+	// says it did (read by the lease's renewal).
+	open    *store.LegacyCall
+	written atomic.Bool
+	// broken says an event could not be stored: nothing more is, and a
+	// resumption past it is told of the gap.
 	broken bool
 	// lost says another replica took the call over: nothing more is
 	// stored, and the call stops at its next step. done says its
@@ -118,57 +142,65 @@ type callLog struct {
 	changed chan struct{} // closed and replaced at every stored event
 }
 
-// openCall starts the stored log of a bridged call's stream, or returns
-// nil when it cannot be stored (the stream is then not resumable).
-func (l *legacy) openCall(tenantID, slug string, s *session, body []byte) *callLog {
+// newCallLog starts the log of a bridged call's stream. Nothing is
+// written until its first events, which insert its row with them.
+func (l *legacy) newCallLog(tenantID string, s *session, body []byte) *callLog {
 	cl := &callLog{l: l, id: newStreamID(), tenantID: tenantID, sessionID: s.id, next: 1, changed: make(chan struct{})}
 	now := time.Now()
-	row := &store.LegacyCall{ID: cl.id, TenantID: cl.tenantID, SessionID: s.id, Request: string(body), Holder: l.holder,
+	cl.open = &store.LegacyCall{ID: cl.id, TenantID: tenantID, SessionID: s.id, Request: string(body), Holder: l.holder,
 		HeldUntil: now.Add(callLease), NextSeq: 1, CreatedAt: now, ExpiresAt: s.expires}
-	if err := l.write(func(ctx context.Context) error { return l.e.opts.Sessions.OpenCall(ctx, row) }); err != nil {
-		l.e.log.Warn("cannot store a legacy call's stream; it will not be resumable", "tenant", slug, "err", err)
-		return nil
-	}
 	l.calls.add(cl)
 	return cl
 }
 
-// append stores one event and returns its id. An event that cannot be
-// stored is still sent (the client on the stream gets it), and the log
-// marked broken.
-func (cl *callLog) append(body []byte, final bool) string {
-	seq := cl.next
-	cl.next++
-	if !cl.lost && !cl.broken {
-		err := cl.l.write(func(ctx context.Context) error {
-			return cl.l.e.opts.Sessions.AppendEvents(ctx, cl.id, cl.l.holder, seq, []string{string(body)}, callKeptEvents, final, time.Now().Add(callDoneKeep))
-		})
-		switch {
-		case errors.Is(err, store.ErrNotHeld):
-			cl.lost = true
-		case err != nil:
-			cl.broken = true
-			cl.l.e.log.Warn("cannot store a legacy call's event; a resumption past it will be told of the gap", "err", err)
-		}
+// stored says the log's events are stored so far, so its ids can be
+// given out.
+func (cl *callLog) stored() bool { return !cl.broken && !cl.lost }
+
+// write stores events (and what changes with them, cp) in one write,
+// and returns the sequence of the first. Events that cannot be stored
+// are still sent (the client on the stream gets them), the log marked
+// broken or lost.
+func (cl *callLog) write(bodies [][]byte, cp *store.Checkpoint, final bool) int64 {
+	first := cl.next
+	cl.next += int64(len(bodies))
+	if !cl.stored() {
+		return first
 	}
-	cl.mu.Lock()
-	close(cl.changed)
-	cl.changed = make(chan struct{})
-	cl.mu.Unlock()
-	if final {
-		cl.done = true
-		cl.l.calls.remove(cl)
+	w := store.CallWrite{Open: cl.open, First: first, Bodies: make([]string, len(bodies)), Keep: callKeptEvents,
+		Checkpoint: cp, Final: final, Expires: time.Now().Add(callDoneKeep)}
+	for i, b := range bodies {
+		w.Bodies[i] = string(b)
 	}
-	return eventID('c', cl.id, seq)
+	err := cl.l.write(func(ctx context.Context) error { return cl.l.e.opts.Sessions.WriteCall(ctx, cl.id, cl.l.holder, w) })
+	switch {
+	case err == nil:
+		cl.open = nil
+		cl.written.Store(true)
+		cl.done = final
+	case errors.Is(err, store.ErrNotHeld):
+		cl.lost = true
+	default:
+		cl.broken = true
+		cl.l.e.log.Warn("cannot store a legacy call's events; its stream can no longer be resumed", "err", err)
+	}
+	if len(bodies) > 0 {
+		cl.mu.Lock()
+		close(cl.changed)
+		cl.changed = make(chan struct{})
+		cl.mu.Unlock()
+	}
+	return first
 }
 
 // close forgets a call whose goroutine ends. One that ended without a
-// response (the client cancelled it, or went away before it could
-// resume) is marked done, so that no replica takes it over.
+// stored response (the client cancelled it, or went away before it
+// could resume, or the response could not be stored) is marked done, so
+// that no replica takes it over.
 func (cl *callLog) close() {
 	cl.l.calls.remove(cl)
-	if cl.done || cl.lost || cl.left {
-		return
+	if !cl.written.Load() || cl.done || cl.lost || cl.left {
+		return // never stored, or finished
 	}
 	err := cl.l.write(func(ctx context.Context) error {
 		return cl.l.e.opts.Sessions.EndCall(ctx, cl.id, cl.l.holder, time.Now().Add(callDoneKeep))
@@ -223,20 +255,41 @@ func (h *heldCalls) get(id string) *callLog {
 	return h.m[id]
 }
 
-func (h *heldCalls) len() int {
+// ids lists the calls held here whose rows are written.
+func (h *heldCalls) ids() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.m)
+	out := make([]string, 0, len(h.m))
+	for id, cl := range h.m {
+		if cl.written.Load() {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
-// renewCalls extends the lease of the calls held here, when there are
-// any.
-func (l *legacy) renewCalls(ctx context.Context) {
-	if l.calls.len() == 0 {
-		return
-	}
-	if _, err := l.e.opts.Sessions.RenewCalls(ctx, l.holder, time.Now().Add(callLease)); err != nil && ctx.Err() == nil {
-		l.e.log.Warn("renewing the lease of legacy calls failed; another replica may take them over", "err", err)
+// renew extends the lease of the calls held here, every callRenew,
+// until ctx ends: on its own goroutine, so that nothing else a replica
+// does (a long sweep) delays it, each renewal bounded.
+func (l *legacy) renew(ctx context.Context) {
+	t := time.NewTicker(callRenew)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ids := l.calls.ids()
+		if len(ids) == 0 {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, callRenew)
+		_, err := l.e.opts.Sessions.RenewCalls(rctx, l.holder, ids, time.Now().Add(callLease))
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			l.e.log.Warn("renewing the lease of legacy calls failed; another replica may take them over", "calls", len(ids), "err", err)
+		}
 	}
 }
 
@@ -259,7 +312,7 @@ func (l *legacy) resume(x *exchange, snap *snapshot, p *auth.Principal, s *sessi
 		return
 	}
 	if kind == 'g' {
-		l.standalone(x, snap, p, s, true)
+		l.standalone(x, snap, p, s, stream)
 		return
 	}
 	row, err := l.e.opts.Sessions.Call(x.ctx, snap.tenantID, s.id, stream)
@@ -282,6 +335,7 @@ func (l *legacy) resume(x *exchange, snap *snapshot, p *auth.Principal, s *sessi
 	}
 	defer hold.release()
 	sse := newSSE(x.w)
+	sse.noIDs = true // the stored events' ids are written as they were
 	x.sse, x.round.Answered = sse, true
 	if sse.comment() != nil {
 		return
@@ -291,9 +345,11 @@ func (l *legacy) resume(x *exchange, snap *snapshot, p *auth.Principal, s *sessi
 	poll := time.NewTicker(followPoll)
 	defer poll.Stop()
 	for {
-		var changed <-chan struct{}
+		// Held here, the call's own writes wake the stream; held
+		// elsewhere, the store is read every followPoll.
+		changed, polled := (<-chan struct{})(nil), poll.C
 		if cl := l.calls.get(row.ID); cl != nil {
-			changed = cl.wait()
+			changed, polled = cl.wait(), nil
 		}
 		evs, err := l.e.opts.Sessions.CallEvents(x.ctx, row.ID, after, 64)
 		if err != nil {
@@ -330,13 +386,19 @@ func (l *legacy) resume(x *exchange, snap *snapshot, p *auth.Principal, s *sessi
 			return
 		case <-hold.ending.C:
 			return
+		case ch, open := <-hold.changes:
+			if !open || ch.tenant && !l.e.mayStay(x, snap, p) {
+				return // shutting down, or the tenant no longer accepts the caller
+			}
+			continue
 		case <-keepAlive.C:
 			if l.ended.has(s.id) || sse.comment() != nil {
 				return
 			}
+			l.seen.add(s.id)
 			continue
 		case <-changed:
-		case <-poll.C:
+		case <-polled:
 		}
 		if row, err = l.e.opts.Sessions.Call(x.ctx, snap.tenantID, s.id, row.ID); err != nil {
 			return
@@ -348,6 +410,13 @@ func (l *legacy) resume(x *exchange, snap *snapshot, p *auth.Principal, s *sessi
 // kept: the call's error response, naming the gap, and the call
 // stopped, since its client has been told it ended.
 func (l *legacy) gap(x *exchange, snap *snapshot, s *session, row *store.LegacyCall, after int64) {
+	if row.Done {
+		// It ended: its response, the last event, is what matters.
+		if evs, err := l.e.opts.Sessions.CallEvents(x.ctx, row.ID, row.NextSeq-2, 1); err == nil && len(evs) == 1 {
+			_ = x.sse.event(eventID('c', row.ID, evs[0].Seq), "", []byte(evs[0].Body))
+			return
+		}
+	}
 	q, _ := parseRequest([]byte(row.Request))
 	msg := fmt.Sprintf("The stream's events after %s are no longer kept (this call's stream keeps its latest %d); the call was stopped.",
 		eventID('c', row.ID, after), callKeptEvents)
@@ -393,6 +462,7 @@ func (l *legacy) takeOver(x *exchange, snap *snapshot, p *auth.Principal, s *ses
 		_, rerr = q.readTarget(true)
 	}
 	cl := &callLog{l: l, id: row.ID, tenantID: snap.tenantID, sessionID: s.id, next: row.NextSeq, changed: make(chan struct{})}
+	cl.written.Store(true)
 	l.calls.add(cl)
 	defer cl.close()
 	sse.log = cl
@@ -415,10 +485,11 @@ func (l *legacy) takeOver(x *exchange, snap *snapshot, p *auth.Principal, s *ses
 	if row.Answers != "" {
 		_ = json.Unmarshal([]byte(row.Answers), &answers)
 	}
-	if row.State == "" {
-		// It died before it asked anything: whether its first round
-		// reached the backend is unknown, so it is not run again.
-		msg := "The server that was serving this call stopped before the call asked anything; whether it ran is unknown. Call again if that is safe."
+	if row.State == "" || row.Running {
+		// It died before it asked anything, or while a round with every
+		// answer ran: whether that round reached the backend is unknown,
+		// so it is not run again.
+		msg := "The server that was serving this call stopped while the call ran; whether it completed is unknown. Call again if that is safe."
 		if c.method == mcp.MethodToolsCall {
 			legacyAnswer(x, toolFailed(toolError(snap, msg)))
 		} else {

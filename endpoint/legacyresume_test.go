@@ -301,8 +301,9 @@ func TestAResumedStandaloneStreamSaysWhatMayHaveChanged(t *testing.T) {
 	if got := c.result("resources/subscribe", obj{"uri": "test://doc"}); len(got) != 0 {
 		t.Fatalf("subscribe %v", got)
 	}
+	// A stream that followed an older catalogue version.
 	var methods []string
-	c.resume("", "g.0123456789abcdef01234567.3", func(m map[string]any) bool {
+	c.resume("", "g.01234567"+"0000000000000000"+".3", func(m map[string]any) bool {
 		methods = append(methods, fmt.Sprint(m["method"]))
 		if _, _, seq, ok := endpoint.ParseEventID(fmt.Sprint(m["__id"])); !ok || seq != int64(len(methods)) {
 			t.Errorf("event %v", m)
@@ -312,6 +313,30 @@ func TestAResumedStandaloneStreamSaysWhatMayHaveChanged(t *testing.T) {
 	want := "notifications/tools/list_changed notifications/prompts/list_changed notifications/resources/list_changed notifications/resources/updated"
 	if strings.Join(methods, " ") != want {
 		t.Fatalf("resumed standalone stream sent %v", methods)
+	}
+	// A stream of the current catalogue, resumed, says nothing until
+	// something changes: then only what did.
+	get, _ := http.NewRequest(http.MethodGet, c.url, nil)
+	get.Header = c.header()
+	get.Header.Set("Accept", "text/event-stream")
+	sa, err := http.DefaultClient.Do(get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	primed := firstEvent(t, sa)
+	sa.Body.Close()
+	id := strings.TrimPrefix(strings.SplitN(primed, "\n", 2)[0], "id: ")
+	methods = nil
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		p.Tool(t, "acme", echoTool("echo2", h.URL))
+	}()
+	c.resume("", id, func(m map[string]any) bool {
+		methods = append(methods, fmt.Sprint(m["method"]))
+		return true
+	})
+	if strings.Join(methods, " ") != "notifications/tools/list_changed" {
+		t.Fatalf("a stream resumed on the current catalogue sent %v first", methods)
 	}
 }
 

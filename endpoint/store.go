@@ -37,6 +37,9 @@ type SessionStore interface {
 	End(ctx context.Context, tenantID, id, by string) error
 	EndAll(ctx context.Context, tenantID, by string) (int64, error)
 	EndedSince(ctx context.Context, since time.Time) ([]store.EndedLegacySession, error)
+	CountLive(ctx context.Context, tenantID, caller string) (tenant, byCaller int64, err error)
+	Touch(ctx context.Context, ids []string, at time.Time) error
+	EndIdle(ctx context.Context, before time.Time) (int64, error)
 	Prune(ctx context.Context, maxRelayAge time.Duration) (sessions, relay int64, err error)
 	// Shared reports whether replicas share the database, so a message
 	// may have to be relayed (PostgreSQL; never on SQLite's one node).
@@ -46,15 +49,13 @@ type SessionStore interface {
 	TakeRelayed(ctx context.Context, targets []string) ([]store.LegacyRelay, error)
 	// Calls keep the streams of bridged calls, and what a replica needs
 	// to take a call over (legacyresume.go).
-	OpenCall(ctx context.Context, c *store.LegacyCall) error
-	AppendEvents(ctx context.Context, callID, holder string, first int64, bodies []string, keep int64, final bool, expires time.Time) error
-	Checkpoint(ctx context.Context, callID, holder, state, legs string) error
-	SaveAnswers(ctx context.Context, callID, holder, answers string) error
+	WriteCall(ctx context.Context, callID, holder string, w store.CallWrite) error
+	SaveAnswers(ctx context.Context, callID, holder, answers string, running bool) error
 	ReleaseCall(ctx context.Context, callID, holder string) error
 	EndCall(ctx context.Context, callID, holder string, expires time.Time) error
 	Call(ctx context.Context, tenantID, sessionID, id string) (*store.LegacyCall, error)
 	CallEvents(ctx context.Context, callID string, after int64, limit int) ([]store.LegacyEvent, error)
-	RenewCalls(ctx context.Context, holder string, until time.Time) (int64, error)
+	RenewCalls(ctx context.Context, holder string, ids []string, until time.Time) (int64, error)
 	TakeOver(ctx context.Context, callID, from, holder string, now, until time.Time) error
 	PruneCalls(ctx context.Context) (int64, error)
 }

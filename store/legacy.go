@@ -34,9 +34,14 @@ type LegacySession struct {
 	// Subscriptions are the resource URIs subscribed to, as a JSON array
 	// ("" for none).
 	Subscriptions string
-	CreatedAt     time.Time
-	ExpiresAt     time.Time
-	EndedAt       *time.Time
+	// Caller identifies the caller that started it, among the tenant's
+	// (a hash); LastSeenAt is when it was last used, as of the last
+	// batch of uses written.
+	Caller     string
+	LastSeenAt *time.Time
+	CreatedAt  time.Time
+	ExpiresAt  time.Time
+	EndedAt    *time.Time
 	// EndedBy says who ended it: "client" (DELETE), "admin:<subject>",
 	// "tenant disabled".
 	EndedBy string
@@ -65,6 +70,9 @@ const legacyRelayChannel = "opsmcp_legacy_relay"
 // Create records a new session.
 func (s LegacySessions) Create(ctx context.Context, ls *LegacySession) error {
 	ls.CreatedAt, ls.ExpiresAt = ls.CreatedAt.UTC(), ls.ExpiresAt.UTC()
+	if ls.LastSeenAt == nil {
+		ls.LastSeenAt = &ls.CreatedAt
+	}
 	if err := s.db.WithContext(ctx).Create(ls).Error; err != nil {
 		return fmt.Errorf("create legacy session: %w", err)
 	}
@@ -146,6 +154,55 @@ func (s LegacySessions) End(ctx context.Context, tenantID, id, by string) error 
 		return fmt.Errorf("legacy session %s: %w", id, ErrNotFound)
 	}
 	return nil
+}
+
+// CountLive counts a tenant's live sessions, and those of them one
+// caller started.
+func (s LegacySessions) CountLive(ctx context.Context, tenantID, caller string) (tenant, byCaller int64, err error) {
+	now := time.Now().UTC()
+	live := s.db.WithContext(ctx).Model(&LegacySession{}).Where("tenant_id = ? AND ended_at IS NULL AND expires_at > ?", tenantID, now)
+	if err := live.Count(&tenant).Error; err != nil {
+		return 0, 0, fmt.Errorf("count legacy sessions: %w", err)
+	}
+	err = s.db.WithContext(ctx).Model(&LegacySession{}).
+		Where("tenant_id = ? AND caller = ? AND ended_at IS NULL AND expires_at > ?", tenantID, caller, now).Count(&byCaller).Error
+	if err != nil {
+		return 0, 0, fmt.Errorf("count legacy sessions: %w", err)
+	}
+	return tenant, byCaller, nil
+}
+
+// Touch records that the live sessions ids were used at at.
+func (s LegacySessions) Touch(ctx context.Context, ids []string, at time.Time) error {
+	for len(ids) > 0 {
+		n := min(len(ids), 500)
+		err := s.db.WithContext(ctx).Model(&LegacySession{}).Where("id IN ? AND ended_at IS NULL", ids[:n]).
+			Update("last_seen_at", at.UTC()).Error
+		if err != nil {
+			return fmt.Errorf("touch legacy sessions: %w", err)
+		}
+		ids = ids[n:]
+	}
+	return nil
+}
+
+// EndIdle ends the live sessions not used since before (ended by
+// "idle"), pruneBatch at a time, and says how many.
+func (s LegacySessions) EndIdle(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	for {
+		now := time.Now().UTC()
+		res := s.db.WithContext(ctx).Exec("UPDATE legacy_sessions SET ended_at = ?, ended_by = 'idle' WHERE id IN "+
+			"(SELECT id FROM legacy_sessions WHERE ended_at IS NULL AND last_seen_at < ? AND expires_at > ? ORDER BY last_seen_at LIMIT ?)",
+			now, before.UTC(), now, pruneBatch)
+		if res.Error != nil {
+			return n, fmt.Errorf("end idle legacy sessions: %w", res.Error)
+		}
+		n += res.RowsAffected
+		if res.RowsAffected < int64(pruneBatch) {
+			return n, nil
+		}
+	}
 }
 
 // EndAll ends every live session of a tenant and says how

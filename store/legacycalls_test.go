@@ -30,19 +30,29 @@ func TestALegacyCallIsHeldByOneProcessAtATime(t *testing.T) {
 			now := time.Now()
 			call := &store.LegacyCall{ID: "c1", TenantID: acme.ID, SessionID: "ls_1", Request: `{"id":1}`, Holder: "a",
 				HeldUntil: now.Add(time.Minute), NextSeq: 1, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
-			if err := ls.OpenCall(ctx, call); err != nil {
+			// The first write inserts the row with its first event and the
+			// questions it waits on.
+			if err := ls.WriteCall(ctx, "c1", "a", store.CallWrite{Open: call, First: 1, Bodies: []string{`{"n":1}`}, Keep: 4,
+				Checkpoint: &store.Checkpoint{State: "st1", Legs: `[{"id":"q"}]`}}); err != nil {
 				t.Fatal(err)
 			}
-			for i := int64(1); i <= 10; i++ {
-				if err := ls.AppendEvents(ctx, "c1", "a", i, []string{fmt.Sprintf(`{"n":%d}`, i)}, 4, false, time.Time{}); err != nil {
+			for i := int64(2); i <= 10; i++ {
+				if err := ls.WriteCall(ctx, "c1", "a", store.CallWrite{First: i, Bodies: []string{fmt.Sprintf(`{"n":%d}`, i)}, Keep: 4}); err != nil {
 					t.Fatal(err)
 				}
 			}
+			if err := ls.SaveAnswers(ctx, "c1", "a", `{"q":{"action":"accept"}}`, true); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := ls.Call(ctx, acme.ID, "ls_1", "c1"); err != nil || got.State != "st1" || got.Legs != `[{"id":"q"}]` ||
+				got.Answers != `{"q":{"action":"accept"}}` || !got.Running || got.Request != `{"id":1}` || got.NextSeq != 11 {
+				t.Fatalf("the call reads back %+v (%v)", got, err)
+			}
 			// Out of order (a stale sequence) or by another: refused.
-			if err := ls.AppendEvents(ctx, "c1", "a", 5, []string{`{}`}, 4, false, time.Time{}); !errors.Is(err, store.ErrNotHeld) {
+			if err := ls.WriteCall(ctx, "c1", "a", store.CallWrite{First: 5, Bodies: []string{`{}`}, Keep: 4}); !errors.Is(err, store.ErrNotHeld) {
 				t.Fatalf("a stale sequence was appended: %v", err)
 			}
-			if err := ls.AppendEvents(ctx, "c1", "b", 11, []string{`{}`}, 4, false, time.Time{}); !errors.Is(err, store.ErrNotHeld) {
+			if err := ls.WriteCall(ctx, "c1", "b", store.CallWrite{First: 11, Bodies: []string{`{}`}, Keep: 4}); !errors.Is(err, store.ErrNotHeld) {
 				t.Fatalf("another process appended: %v", err)
 			}
 			evs, err := ls.CallEvents(ctx, "c1", 0, 100)
@@ -82,9 +92,9 @@ func TestALegacyCallIsHeldByOneProcessAtATime(t *testing.T) {
 			}
 			// The old holder is fenced out of every write.
 			for name, err := range map[string]error{
-				"append":     ls.AppendEvents(ctx, "c1", "a", 11, []string{`{}`}, 4, false, time.Time{}),
-				"checkpoint": ls.Checkpoint(ctx, "c1", "a", "st", "[]"),
-				"answers":    ls.SaveAnswers(ctx, "c1", "a", "{}"),
+				"append":     ls.WriteCall(ctx, "c1", "a", store.CallWrite{First: 11, Bodies: []string{`{}`}}),
+				"checkpoint": ls.WriteCall(ctx, "c1", "a", store.CallWrite{First: 11, Checkpoint: &store.Checkpoint{State: "st"}}),
+				"answers":    ls.SaveAnswers(ctx, "c1", "a", "{}", false),
 				"release":    ls.ReleaseCall(ctx, "c1", "a"),
 				"end":        ls.EndCall(ctx, "c1", "a", now),
 			} {
@@ -92,7 +102,7 @@ func TestALegacyCallIsHeldByOneProcessAtATime(t *testing.T) {
 					t.Errorf("the old holder's %s: %v", name, err)
 				}
 			}
-			if n, err := ls.RenewCalls(ctx, "a", later.Add(time.Hour)); err != nil || n != 0 {
+			if n, err := ls.RenewCalls(ctx, "a", []string{"c1"}, later.Add(time.Hour)); err != nil || n != 0 {
 				t.Fatalf("the old holder renewed %d calls (%v)", n, err)
 			}
 			// The response ends it: done, kept until its expiry, then gone
@@ -101,7 +111,7 @@ func TestALegacyCallIsHeldByOneProcessAtATime(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := ls.AppendEvents(ctx, "c1", got.Holder, 11, []string{`{"result":{}}`}, 4, true, now.Add(-time.Second)); err != nil {
+			if err := ls.WriteCall(ctx, "c1", got.Holder, store.CallWrite{First: 11, Bodies: []string{`{"result":{}}`}, Keep: 4, Final: true, Expires: now.Add(-time.Second)}); err != nil {
 				t.Fatal(err)
 			}
 			if got, _ = ls.Call(ctx, acme.ID, "ls_1", "c1"); !got.Done || got.NextSeq != 12 {

@@ -59,6 +59,8 @@ type backend struct {
 	// happened, which the record must know of.
 	cmu       sync.Mutex
 	confirmed map[string]string
+	// final counts, by ref, the confirmed rounds that reached it.
+	final map[string]int
 
 	// The tasks of taskTool it works on (tasks.go).
 	tmu           sync.Mutex
@@ -69,7 +71,7 @@ type backend struct {
 }
 
 func newBackend() *backend {
-	return &backend{secrets: map[string]string{}, confirmed: map[string]string{}, tasks: map[string]*backendTask{}, reportClient: &http.Client{}}
+	return &backend{secrets: map[string]string{}, confirmed: map[string]string{}, final: map[string]int{}, tasks: map[string]*backendTask{}, reportClient: &http.Client{}}
 }
 
 // deployed is the flow id of the deployTool flow with ref whose
@@ -78,6 +80,14 @@ func (b *backend) deployed(ref string) string {
 	b.cmu.Lock()
 	defer b.cmu.Unlock()
 	return b.confirmed[ref]
+}
+
+// finals is how many confirmed rounds of the flow with ref reached the
+// backend.
+func (b *backend) finals(ref string) int {
+	b.cmu.Lock()
+	defer b.cmu.Unlock()
+	return b.final[ref]
 }
 
 func (b *backend) setSecret(name, secret string) {
@@ -163,6 +173,9 @@ func (b *backend) answer(req *webhook.Request) (*webhook.Response, bool) {
 	if json.Unmarshal(req.InputResponses["confirm"], &c) != nil || c.Action != "accept" || c.Content.Nonce == "" {
 		return toolError("the confirmation was not accepted"), false
 	}
+	b.cmu.Lock()
+	b.final[args.Ref]++
+	b.cmu.Unlock()
 	res, _ := json.Marshal(flowResult{Tool: req.Name, Flow: req.Flow.ID, Round: req.Flow.Round, Ref: args.Ref, Who: st["who"], Nonce: c.Content.Nonce})
 	raw, _ := json.Marshal(map[string]any{"content": []map[string]any{{"type": "text", "text": string(res)}}})
 	return &webhook.Response{Type: webhook.TypeComplete, Result: raw}, true

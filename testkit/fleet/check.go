@@ -117,6 +117,7 @@ func (fl *fleet) check(ctx context.Context) error {
 	tasks := &assertion{name: "tasks-survive-faults"}
 	deploys := &assertion{name: "destructive-rounds-recorded"}
 	dashboard := &assertion{name: "dashboard-queries-answer"}
+	legacyKill := &assertion{name: "legacy-stream-survives-kill"}
 
 	// Rounds and failures, from the client's side: every failed attempt
 	// must be clean and explained by a fault; a flow that failed after
@@ -204,6 +205,7 @@ func (fl *fleet) check(ctx context.Context) error {
 	fl.checkRecords(ctx, lostRecord, exempt)
 	// While the replicas serve and Prometheus scrapes them.
 	fl.checkDashboard(ctx, dashboard)
+	tsFigures := fl.checkTSCalls(legacyKill)
 	// Stopping the replicas flushes their spans to the receiver.
 	for _, r := range fl.replicas {
 		panics.checked++
@@ -223,9 +225,9 @@ func (fl *fleet) check(ctx context.Context) error {
 		fmt.Fprintln(fl.cfg.Log, "fleet: lost with the killed replica:", l)
 	}
 
-	loss += "; " + fl.checkTasks(tasks, tl)
+	loss += "; " + fl.checkTasks(tasks, tl) + "; " + tsFigures
 
-	all := []*assertion{wrong, clean, record, traces, faults, spread, panics, tasks, deploys, dashboard}
+	all := []*assertion{wrong, clean, record, traces, faults, spread, panics, tasks, deploys, dashboard, legacyKill}
 	var failedNames []string
 	for _, a := range all {
 		fmt.Fprintln(fl.cfg.Log, "fleet:", a)

@@ -116,6 +116,7 @@ func (fl *fleet) cycle(ctx context.Context, c int, start time.Time) {
 		}
 	}
 	victim := fl.replicas[(c+1)%len(fl.replicas)]
+	var ts *tsCall
 	steps := []struct {
 		offset time.Duration
 		name   string
@@ -123,7 +124,27 @@ func (fl *fleet) cycle(ctx context.Context, c int, start time.Time) {
 	}{
 		{3 * time.Second, "key rotation", fl.rotate},
 		{9 * time.Second, "catalogue add", fl.catalogueAdd},
-		{15 * time.Second, "SIGKILL " + victim.name, func(ctx context.Context) error { return fl.killReplica(ctx, victim) }},
+		{11 * time.Second, "a legacy client's question waits", func(ctx context.Context) error {
+			var err error
+			ts, err = fl.startTSCall(ctx, c+1)
+			if ts != nil {
+				fl.mu.Lock()
+				fl.tsCalls = append(fl.tsCalls, ts)
+				fl.mu.Unlock()
+			}
+			return err
+		}},
+		{15 * time.Second, "SIGKILL", func(ctx context.Context) error {
+			// The replica holding the legacy client's stream, when known.
+			v := victim
+			for _, r := range fl.replicas {
+				if ts != nil && r.name == ts.holder {
+					v, ts.killed = r, true
+				}
+			}
+			fl.logf("cycle %d: SIGKILL %s", c+1, v.name)
+			return fl.killReplica(ctx, v)
+		}},
 		{24 * time.Second, "Vault outage", fl.vaultOutage},
 		{33 * time.Second, "PostgreSQL outage", fl.pgOutage},
 		{40 * time.Second, "catalogue remove", fl.catalogueRemove},

@@ -32,6 +32,9 @@ type Config struct {
 	// Dashboard is the Grafana dashboard whose queries are checked
 	// against the fleet's Prometheus.
 	Dashboard string
+	// TSSDK is the folder holding the official TypeScript SDK v1's
+	// node_modules (scripts/ts-sdk), for the legacy stream fault.
+	TSSDK string
 	// Duration is how long flows are driven. Faults come in cycles of
 	// CycleLength (rotation, catalogue add, SIGKILL, Vault outage,
 	// PostgreSQL outage, catalogue removal); a duration shorter than
@@ -95,6 +98,7 @@ type fleet struct {
 
 	mu       sync.Mutex
 	flows    []*Flow
+	tsCalls  []*tsCall
 	timeline timeline
 	extra    *extraItems
 	extras   int

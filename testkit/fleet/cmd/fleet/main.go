@@ -33,6 +33,7 @@ func main() {
 	flag.DurationVar(&cfg.Think, "think", 25*time.Millisecond, "mean pause between a flow's rounds (the client answering)")
 	flag.DurationVar(&cfg.Outage, "outage", 4*time.Second, "how long Vault and PostgreSQL stay down")
 	flag.DurationVar(&cfg.RoundTimeout, "round-timeout", 20*time.Second, "longest a round may take before it counts as a hang")
+	flag.StringVar(&cfg.TSSDK, "ts-sdk", os.Getenv("OPSMCP_TS_SDK"), "folder of the official TypeScript SDK v1's node_modules, from scripts/ts-sdk (the legacy stream fault needs it)")
 	flag.StringVar(&cfg.Machine, "machine", fmt.Sprintf("%d cores", runtime.NumCPU()), "the machine, for the summary line")
 	flag.Parse()
 	if cfg.Dir == "" || cfg.PlatformBin == "" || cfg.VaultBin == "" || cfg.PGBin == "" {
