@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -125,6 +126,58 @@ func TestALegacyCallIsHeldByOneProcessAtATime(t *testing.T) {
 			}
 			if evs, _ := ls.CallEvents(ctx, "c1", 0, 100); len(evs) != 0 {
 				t.Fatalf("a pruned call's events stayed: %v", evs)
+			}
+		})
+	}
+}
+
+// TestALegacyCallsContentIsSealedAtRest: with secrets keys, the call's
+// request, state, questions, answers and events are stored sealed (none
+// of their text in any column), bound to their call and place, and read
+// back in the clear; on both databases.
+func TestALegacyCallsContentIsSealedAtRest(t *testing.T) {
+	for _, d := range platformtest.Dialects() {
+		t.Run(d.Name, func(t *testing.T) {
+			ctx := context.Background()
+			url := d.New(t)
+			st := acmeStore(t, url, true)
+			acme, err := st.Tenants().Get(ctx, "acme")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ls := st.Legacy()
+			now := time.Now()
+			call := &store.LegacyCall{ID: "c1", TenantID: acme.ID, SessionID: "ls_1", Request: `{"arguments":{"password":"hunter2-request"}}`,
+				Holder: "a", HeldUntil: now.Add(time.Minute), NextSeq: 1, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+			err = ls.WriteCall(ctx, "c1", "a", store.CallWrite{Open: call, First: 1, Bodies: []string{`{"q":"hunter2-event"}`, `{"q":"hunter2-second"}`},
+				Checkpoint: &store.Checkpoint{State: "hunter2-state", Legs: `[{"params":"hunter2-legs"}]`}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ls.SaveAnswers(ctx, "c1", "a", `{"q":{"content":"hunter2-answer"}}`, false); err != nil {
+				t.Fatal(err)
+			}
+			db := platformtest.SQL(t, url)
+			for _, q := range []string{"SELECT request || state || legs || answers FROM legacy_calls", "SELECT body FROM legacy_events"} {
+				for _, v := range db.Strings(t, q) {
+					if strings.Contains(v, "hunter2") || !strings.HasPrefix(v, "sealed:v1:") {
+						t.Fatalf("stored in the clear: %s", v)
+					}
+				}
+			}
+			got, err := ls.Call(ctx, acme.ID, "ls_1", "c1")
+			if err != nil || !strings.Contains(got.Request, "hunter2-request") || got.State != "hunter2-state" ||
+				!strings.Contains(got.Legs, "hunter2-legs") || !strings.Contains(got.Answers, "hunter2-answer") {
+				t.Fatalf("read back %+v (%v)", got, err)
+			}
+			evs, err := ls.CallEvents(ctx, "c1", 0, 10)
+			if err != nil || len(evs) != 2 || !strings.Contains(evs[1].Body, "hunter2-second") {
+				t.Fatalf("events %v (%v)", evs, err)
+			}
+			// An event moved to another place no longer opens.
+			db.Exec(t, "UPDATE legacy_events SET body = (SELECT body FROM legacy_events WHERE seq = 1) WHERE seq = 2")
+			if _, err := ls.CallEvents(ctx, "c1", 1, 10); err == nil {
+				t.Fatal("an event copied to another place was opened")
 			}
 		})
 	}
