@@ -32,7 +32,9 @@
 // a key rotation started through the admin API and followed through its
 // three phases (staged, promoted, steady with the old key retired); a
 // tool, a prompt and a resource added (flows use the tool once every
-// replica lists it); one replica SIGKILLed and started again; Vault
+// replica lists it); the official TypeScript SDK v1 client called into a
+// question it takes its time to answer (legacyts.go); one replica
+// SIGKILLed, the one holding that client's stream, and started again; Vault
 // stopped for the outage and started (and unsealed) again; PostgreSQL
 // stopped (pg_ctl -m fast) for the outage and started again; the
 // catalogue items removed (after the flows using them end), until no
@@ -52,9 +54,10 @@
 //     driver acts on a clean failure as a client would: it sends the
 //     round again (the same answers and state; for a legacy flow, the
 //     initialize, the call or the answer) after a pause that grows, for
-//     as long as the round timeout allows. A legacy call whose replica
-//     dies under it ends there (its rounds lived in that call): the flow
-//     fails, cleanly, and the client's recourse is its next call;
+//     as long as the round timeout allows. A legacy call of the driver
+//     (whose client does not resume streams) whose replica dies under
+//     it ends there: the flow fails, cleanly, and the client's recourse
+//     is its next call;
 //   - flow-record-complete: the admin API's record of every completed
 //     flow (GET /api/v1/tenants/fleet/flows/{id}) says completed, with
 //     its last round's number, and lists every answered round with the
@@ -86,7 +89,11 @@
 //     the client did not see complete (its replica killed under it; the
 //     round sent again and refused, its state consumed) is in the record
 //     as running at that round or past it: whether the deploy happened
-//     always has an answer.
+//     always has an answer;
+//   - legacy-stream-survives-kill: the TypeScript client whose stream's
+//     replica was SIGKILLed mid-question resumed at another replica,
+//     which took the call over; its call completed with its own result,
+//     asked once, and the backend saw one final delivery.
 //
 // One exemption: a completed flow with a round that the killed replica
 // answered in the second before its SIGKILL is not checked against the
