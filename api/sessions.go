@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -14,11 +15,11 @@ import (
 // SessionAdmin ends legacy (initialization-era) client sessions on every
 // replica (a *endpoint.Handler).
 type SessionAdmin interface {
-	// EndSession ends one session by its id; store.ErrNotFound when the
-	// tenant has no such live session.
-	EndSession(ctx context.Context, slug, id string) error
-	// EndSessions ends every live session of a tenant.
-	EndSessions(ctx context.Context, slug string) (int64, error)
+	// EndSession ends one session by its id, by whom; store.ErrNotFound
+	// when the tenant has no such live session.
+	EndSession(ctx context.Context, slug, id, by string) error
+	// EndSessions ends every live session of a tenant, by whom.
+	EndSessions(ctx context.Context, slug, by string) (int64, error)
 }
 
 // registerSessions mounts the legacy session routes:
@@ -44,11 +45,20 @@ type sessionView struct {
 	LogLevel        string         `json:"logLevel,omitempty"`
 	CreatedAt       time.Time      `json:"createdAt"`
 	ExpiresAt       time.Time      `json:"expiresAt"`
+	// LastSeenAt is when it was last used, to within 30 s.
+	LastSeenAt *time.Time `json:"lastSeenAt,omitempty"`
+	// CallsInFlight counts its bridged calls whose stream began and that
+	// have not ended (waiting on the client, or running).
+	CallsInFlight int `json:"callsInFlight"`
 }
 
 func viewSession(ls *store.LegacySession) sessionView {
 	v := sessionView{ID: ls.ID, ProtocolVersion: ls.ProtocolVersion, LogLevel: ls.LogLevel,
 		CreatedAt: ls.CreatedAt.UTC(), ExpiresAt: ls.ExpiresAt.UTC()}
+	if ls.LastSeenAt != nil {
+		t := ls.LastSeenAt.UTC()
+		v.LastSeenAt = &t
+	}
 	if ls.ClientName != "" || ls.ClientVersion != "" {
 		v.Client = &clientView{ls.ClientName, ls.ClientVersion}
 	}
@@ -86,18 +96,51 @@ func (s *Server) listSessions(c *gin.Context) {
 		return
 	}
 	out := listResponse[sessionView]{Items: []sessionView{}}
+	ids := make([]string, 0, len(rows))
 	for i := range rows {
 		if i == limit {
 			out.NextCursor = encodeCursor(rows[i-1].ID)
 			break
 		}
 		out.Items = append(out.Items, viewSession(&rows[i]))
+		ids = append(ids, rows[i].ID)
+	}
+	calls, err := s.opts.LegacySessions.CallsInFlight(c.Request.Context(), t.ID, ids)
+	if err != nil {
+		s.storeProblem(c, err)
+		return
+	}
+	for i := range out.Items {
+		out.Items[i].CallsInFlight = calls[out.Items[i].ID]
 	}
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, out)
 }
 
-// endSession answers DELETE /tenants/{slug}/sessions/{id}.
+// endRequest is the optional body of a DELETE of sessions: why, for
+// the audit log.
+type endRequest struct {
+	Reason string `json:"reason"`
+}
+
+// endReason reads the request's reason, or answers 400.
+func endReason(c *gin.Context) (string, bool) {
+	var req endRequest
+	if c.Request.ContentLength != 0 {
+		if err := c.ShouldBindJSON(&req); err != nil {
+			writeProblem(c, probValidation.with("the body must be JSON: {\"reason\": \"…\"}"))
+			return "", false
+		}
+	}
+	if len(req.Reason) > maxReason {
+		writeProblem(c, probValidation.with("bad reason", FieldError{"reason", fmt.Sprintf("must be at most %d characters", maxReason)}))
+		return "", false
+	}
+	return req.Reason, true
+}
+
+// endSession answers DELETE /tenants/{slug}/sessions/{id}, with an
+// optional reason: audited with it, the session's end names the admin.
 func (s *Server) endSession(c *gin.Context) {
 	if _, ok := s.sessionsTenant(c); !ok {
 		return
@@ -106,7 +149,11 @@ func (s *Server) endSession(c *gin.Context) {
 		writeProblem(c, probNotFound.with("legacy sessions are not served by this server"))
 		return
 	}
-	err := s.opts.Sessions.EndSession(c.Request.Context(), c.Param("slug"), c.Param("id"))
+	reason, ok := endReason(c)
+	if !ok {
+		return
+	}
+	err := s.opts.Sessions.EndSession(c.Request.Context(), c.Param("slug"), c.Param("id"), "admin: "+canceller(c))
 	if errors.Is(err, store.ErrNotFound) {
 		writeProblem(c, probNotFound.with("session \""+c.Param("id")+"\": no live session of tenant \""+c.Param("slug")+"\""))
 		return
@@ -116,11 +163,12 @@ func (s *Server) endSession(c *gin.Context) {
 		return
 	}
 	s.log.Info("legacy session ended", "tenant", c.Param("slug"), "session", c.Param("id"), "admin", adminOf(c))
+	s.keysAudit(c, "DELETE "+c.FullPath(), c.Param("id"), map[string]any{"status": http.StatusNoContent, "reason": reason})
 	c.Status(http.StatusNoContent)
 }
 
 // endSessions answers DELETE /tenants/{slug}/sessions: every live
-// session of the tenant ends.
+// session of the tenant ends; audited with the reason and the count.
 func (s *Server) endSessions(c *gin.Context) {
 	if _, ok := s.sessionsTenant(c); !ok {
 		return
@@ -129,11 +177,16 @@ func (s *Server) endSessions(c *gin.Context) {
 		writeProblem(c, probNotFound.with("legacy sessions are not served by this server"))
 		return
 	}
-	n, err := s.opts.Sessions.EndSessions(c.Request.Context(), c.Param("slug"))
+	reason, ok := endReason(c)
+	if !ok {
+		return
+	}
+	n, err := s.opts.Sessions.EndSessions(c.Request.Context(), c.Param("slug"), "admin: "+canceller(c))
 	if err != nil {
 		s.storeProblem(c, err)
 		return
 	}
 	s.log.Info("legacy sessions ended", "tenant", c.Param("slug"), "count", n, "admin", adminOf(c))
+	s.keysAudit(c, "DELETE "+c.FullPath(), "sessions", map[string]any{"status": http.StatusOK, "ended": n, "reason": reason})
 	c.JSON(http.StatusOK, gin.H{"ended": n})
 }

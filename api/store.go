@@ -57,4 +57,5 @@ type AuditLog interface {
 // SessionLister lists a tenant's legacy sessions.
 type SessionLister interface {
 	List(ctx context.Context, tenantID, after string, limit int) ([]store.LegacySession, error)
+	CallsInFlight(ctx context.Context, tenantID string, sessionIDs []string) (map[string]int, error)
 }

@@ -642,7 +642,7 @@ func (l *legacy) endSession(ctx context.Context, tenantID, id string, expires ti
 // EndSession ends a tenant's legacy session by its id (the nonce admins
 // see): on every replica, its calls stop and its id gets 404.
 // store.ErrNotFound means no such live session.
-func (e *Handler) EndSession(ctx context.Context, slug, id string) error {
+func (e *Handler) EndSession(ctx context.Context, slug, id, by string) error {
 	if !validSessionID(id) {
 		return store.ErrNotFound
 	}
@@ -651,9 +651,9 @@ func (e *Handler) EndSession(ctx context.Context, slug, id string) error {
 		return err
 	}
 	if e.legacy == nil {
-		return e.opts.Sessions.End(ctx, tenantID, id, "admin")
+		return e.opts.Sessions.End(ctx, tenantID, id, by)
 	}
-	err = e.opts.Sessions.End(ctx, tenantID, id, "admin")
+	err = e.opts.Sessions.End(ctx, tenantID, id, by)
 	if err == nil {
 		e.legacy.ended.add(id, time.Now().Add(e.legacy.opts.SessionTTL))
 		e.legacy.relay.endSession(id)
@@ -663,12 +663,12 @@ func (e *Handler) EndSession(ctx context.Context, slug, id string) error {
 
 // EndSessions ends every live legacy session of a tenant and says how
 // many.
-func (e *Handler) EndSessions(ctx context.Context, slug string) (int64, error) {
+func (e *Handler) EndSessions(ctx context.Context, slug, by string) (int64, error) {
 	tenantID, err := e.tenantID(ctx, slug)
 	if err != nil {
 		return 0, err
 	}
-	n, err := e.opts.Sessions.EndAll(ctx, tenantID, "admin")
+	n, err := e.opts.Sessions.EndAll(ctx, tenantID, by)
 	if err == nil && e.legacy != nil {
 		e.legacy.refreshEnded(ctx)
 	}

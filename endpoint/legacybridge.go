@@ -539,6 +539,11 @@ func (b *bridged) await(ctx context.Context, legs []pendingLeg, given map[string
 	}
 	b.l.relay.addLegs(b.bc, ids)
 	defer b.l.relay.dropLegs(ids)
+	if given != nil {
+		// Taken over: answers posted while no replica held the call wait
+		// in the relay; take them now rather than at the next sweep.
+		b.l.relay.takeNow(b.l.ctx, ids)
+	}
 	sse := b.stream()
 	answers := make(map[string]json.RawMessage, len(legs))
 	var urls []urlAsk

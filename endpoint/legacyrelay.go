@@ -257,6 +257,25 @@ func (r *relay) run(ctx context.Context) {
 	}
 }
 
+// takeNow takes and delivers the stored messages for the legs ids at
+// once.
+func (r *relay) takeNow(ctx context.Context, ids []string) {
+	targets := make([]string, len(ids))
+	for i, id := range ids {
+		targets[i] = "r:" + id
+	}
+	rows, err := r.st.TakeRelayed(ctx, targets)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn("legacy relay: reading relayed messages failed", "err", err)
+		}
+		return
+	}
+	for _, m := range rows {
+		r.deliver(m.TenantID, m.SessionID, m.Target, []byte(m.Body))
+	}
+}
+
 func (r *relay) holds(target string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -264,8 +283,8 @@ func (r *relay) holds(target string) bool {
 	return ok
 }
 
-// waiting lists every target held here (calls and their legs), or none
-// when no call waits for an answer.
+// waiting lists every target held here (calls and their legs, not the
+// standalone streams), or none when nothing is held.
 func (r *relay) waiting() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -48,8 +48,8 @@ const (
 	// callLease is how long a call's holder may go without renewing its
 	// lease before another replica may take the call over; it renews
 	// every callRenew.
-	callLease = 10 * time.Second
-	callRenew = 3 * time.Second
+	callLease = 5 * time.Second
+	callRenew = 1500 * time.Millisecond
 	// callDoneKeep is how long a call's events stay after its response,
 	// for a client that resumes late.
 	callDoneKeep = 10 * time.Minute

@@ -124,7 +124,7 @@ func (fl *fleet) cycle(ctx context.Context, c int, start time.Time) {
 	}{
 		{3 * time.Second, "key rotation", fl.rotate},
 		{9 * time.Second, "catalogue add", fl.catalogueAdd},
-		{11 * time.Second, "a legacy client's question waits", func(ctx context.Context) error {
+		{12500 * time.Millisecond, "a legacy client's question waits", func(ctx context.Context) error {
 			var err error
 			ts, err = fl.startTSCall(ctx, c+1)
 			if ts != nil {

@@ -260,8 +260,8 @@ func (e *legacyEra) call(ctx context.Context, f *Flow, session, clientSpan strin
 	events.Buffer(make([]byte, 1<<20), 4<<20)
 	for events.Scan() {
 		data, ok := strings.CutPrefix(events.Text(), "data: ")
-		if !ok {
-			continue
+		if !ok || data == "" {
+			continue // not data, or a priming event's empty data
 		}
 		watchdog.Reset(e.roundTimeout)
 		var m struct {

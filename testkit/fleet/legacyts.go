@@ -26,8 +26,10 @@ import (
 var legacyScript []byte
 
 // tsAnswerDelay is how long the client waits before answering: the
-// SIGKILL comes while it reads.
-const tsAnswerDelay = 6 * time.Second
+// SIGKILL comes while it reads. Short enough that the call's state (the
+// fleet tenant's live 10 s) outlives the wait, the kill and the lease
+// the dead replica held (5 s) before the call is taken over.
+const tsAnswerDelay = 3 * time.Second
 
 // tsCall is one run of the TypeScript client.
 type tsCall struct {
@@ -71,7 +73,7 @@ func (fl *fleet) startTSCall(ctx context.Context, cycle int) (*tsCall, error) {
 	}()
 	// The question waits once the record shows the flow awaiting input,
 	// and which replica serves it.
-	deadline := time.Now().Add(tsAnswerDelay - time.Second)
+	deadline := time.Now().Add(tsAnswerDelay)
 	for time.Now().Before(deadline) {
 		var list struct {
 			Items []struct {

@@ -7,6 +7,7 @@ import flowPage from "./flow.js";
 import tenantsPage from "./tenants.js";
 import keysPage from "./keys.js";
 import auditPage from "./audit.js";
+import sessionsPage from "./sessions.js";
 
 const routes = [
   [/^\/admin\/?$/, () => ({ section: "flows", render: flowsPage })],
@@ -15,6 +16,7 @@ const routes = [
   // Links from before a flow opened by its id alone.
   [/^\/admin\/flows\/[^/]+\/([^/]+)$/, (m) => ({ section: "flows", render: (ctx) => flowPage(ctx, decodeURIComponent(m[1])) })],
   [/^\/admin\/tenants\/?$/, () => ({ section: "tenants", render: tenantsPage })],
+  [/^\/admin\/sessions\/?$/, () => ({ section: "sessions", render: sessionsPage })],
   [/^\/admin\/keys\/?$/, () => ({ section: "keys", render: keysPage })],
   [/^\/admin\/audit\/?$/, () => ({ section: "audit", render: auditPage })],
 ];

@@ -1,0 +1,118 @@
+package web_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/opsmcp/platform/testkit/browsertest"
+	"github.com/opsmcp/platform/testkit/oidctest"
+	"github.com/opsmcp/platform/testkit/platformtest"
+)
+
+// legacySession starts a 2025-11-25 session on slug as client name and
+// returns its id.
+func legacySession(t *testing.T, p *platformtest.Platform, slug, name string) string {
+	t.Helper()
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":%q,"version":"2.1"}}}`, name)
+	h := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}}
+	r := platformtest.Do(t, http.MethodPost, p.URL+"/t/"+slug+"/mcp", h, []byte(body))
+	if r.Status != 200 || r.Header.Get("Mcp-Session-Id") == "" {
+		t.Fatalf("initialize: %d %s", r.Status, r.Body)
+	}
+	return r.Header.Get("Mcp-Session-Id")
+}
+
+// TestAdminsSeeLegacySessionsAndEndThem: the Sessions page lists a
+// tenant's live legacy sessions with their client, protocol, times and
+// the calls each has waiting (linked to their flows); an admin ends one,
+// then all, each with a reason the audit log keeps; an ended session's
+// id gets 404.
+func TestAdminsSeeLegacySessionsAndEndThem(t *testing.T) {
+	p, op := adminPlatform(t, "platform-admin-sessions")
+	oidctest.SetRoles("id1", "platform-admin")
+	p.Tenant(t, "acme")
+	p.Tool(t, "acme", deployTool(backend(t)))
+	desk := legacySession(t, p, "acme", "Desk Client")
+	ide := legacySession(t, p, "acme", "IDE Extension")
+	third := legacySession(t, p, "acme", "Third")
+	// The IDE's call waits on its question: one call in flight.
+	h := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}, "Mcp-Session-Id": {ide}}
+	req, _ := http.NewRequest(http.MethodPost, p.URL+"/t/acme/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"deploy","arguments":{"service":"checkout"}}}`))
+	req.Header = h
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() && !strings.Contains(sc.Text(), "elicitation/create") {
+	}
+	nonce := func(id string) string { return strings.SplitN(id, ".", 2)[0] }
+
+	ctx := browsertest.New(t)()
+	signIn(t, ctx, p.URL, op.UserName(1))
+	row := func(id string) string { return fmt.Sprintf(`tr[data-id=%q]`, nonce(id)) }
+	browsertest.Do(t, ctx, "open the sessions page",
+		chromedp.Click(browsertest.CSS(`a[data-section="sessions"]`)),
+		chromedp.WaitVisible(browsertest.CSS(row(desk))),
+		chromedp.WaitVisible(browsertest.CSS(row(ide)+` td.c-inflight .badge`)))
+	got := browsertest.Value(t, ctx, "read the rows", chromedp.Evaluate[[]string](`[...document.querySelectorAll("table.sessions tbody tr")].map(tr => tr.innerText.replace(/\s+/g, " "))`))
+	if len(got) != 3 {
+		t.Fatalf("rows %q", got)
+	}
+	for _, want := range []string{"Desk Client 2.1 2025-11-25", "IDE Extension 2.1 2025-11-25", "no principal"} {
+		if !strings.Contains(strings.Join(got, "\n"), want) {
+			t.Fatalf("rows %q lack %q", got, want)
+		}
+	}
+	if link := browsertest.Value(t, ctx, "the in-flight link", chromedp.Evaluate[string](`document.querySelector('`+row(ide)+` td.c-inflight a').getAttribute("href")`)); link != "/admin/flows?tenant=acme&kind=legacy&client=IDE+Extension" {
+		t.Fatalf("in-flight link %q", link)
+	}
+	checkLayout(t, ctx, "sessions")
+
+	// End one, with a reason.
+	browsertest.Do(t, ctx, "end the desk client's session",
+		chromedp.Click(browsertest.CSS(row(desk)+` button[data-action="end"]`)),
+		chromedp.WaitVisible(browsertest.CSS(`dialog textarea`)),
+		chromedp.SendKeys(browsertest.CSS(`dialog textarea`), "lost laptop"),
+		chromedp.Click(browsertest.CSS(`dialog button[type="submit"]`)),
+		browsertest.Until(`!document.querySelector('`+row(desk)+`')`))
+	hd := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}, "Mcp-Session-Id": {desk}}
+	if r := platformtest.Do(t, http.MethodPost, p.URL+"/t/acme/mcp", hd, []byte(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)); r.Status != 404 {
+		t.Fatalf("the ended session answered %d", r.Status)
+	}
+	// End the rest: the dialog asks for the tenant's name first.
+	browsertest.Do(t, ctx, "end all",
+		chromedp.Click(browsertest.CSS(`button[data-action="end-all"]`)),
+		chromedp.WaitVisible(browsertest.CSS(`dialog input[name="confirm"]`)),
+		browsertest.Until(`document.querySelector('dialog button[type="submit"]').disabled`),
+		chromedp.SendKeys(browsertest.CSS(`dialog input[name="confirm"]`), "acme"),
+		chromedp.SendKeys(browsertest.CSS(`dialog textarea`), "incident 42"),
+		chromedp.Click(browsertest.CSS(`dialog button[type="submit"]`)),
+		browsertest.Until(`document.querySelector("table.sessions tbody").innerText.includes("No live sessions")`))
+	browsertest.Screenshot(t, ctx, "ui", "sessions-ended")
+	if r := platformtest.Do(t, http.MethodPost, p.URL+"/t/acme/mcp", http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}, "Mcp-Session-Id": {third}},
+		[]byte(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)); r.Status != 404 {
+		t.Fatalf("a session ended in bulk answered %d", r.Status)
+	}
+	// The audit log has both, with their reasons and who.
+	audit := p.MustAdmin(t, 200, "GET", "/api/v1/audit?tenant=acme", nil)["items"].([]any)
+	var said []string
+	for _, e := range audit {
+		m := e.(map[string]any)
+		if a, _ := m["action"].(string); strings.Contains(a, "/sessions") {
+			d, _ := json.Marshal(m["detail"])
+			said = append(said, a+" "+fmt.Sprint(m["object"])+" "+string(d))
+		}
+	}
+	joined := strings.Join(said, "\n")
+	if len(said) != 2 || !strings.Contains(joined, "lost laptop") || !strings.Contains(joined, `"ended":2`) || !strings.Contains(joined, "incident 42") {
+		t.Fatalf("audit entries %q", said)
+	}
+}
