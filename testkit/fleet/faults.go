@@ -134,15 +134,15 @@ func (fl *fleet) cycle(ctx context.Context, c int, start time.Time) {
 			}
 			return err
 		}},
-		{15 * time.Second, "SIGKILL", func(ctx context.Context) error {
+		{15 * time.Second, "SIGKILL of a replica", func(ctx context.Context) error {
 			// The replica holding the legacy client's stream, when known.
-			v := victim
+			v, why := victim, "the cycle's turn"
 			for _, r := range fl.replicas {
 				if ts != nil && r.name == ts.holder {
-					v, ts.killed = r, true
+					v, why, ts.killed = r, "it holds the legacy client's stream", true
 				}
 			}
-			fl.logf("cycle %d: SIGKILL %s", c+1, v.name)
+			fl.logf("cycle %d: SIGKILL %s (%s)", c+1, v.name, why)
 			return fl.killReplica(ctx, v)
 		}},
 		{24 * time.Second, "Vault outage", fl.vaultOutage},
