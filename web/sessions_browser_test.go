@@ -60,6 +60,7 @@ func TestAdminsSeeLegacySessionsAndEndThem(t *testing.T) {
 	row := func(id string) string { return fmt.Sprintf(`tr[data-id=%q]`, nonce(id)) }
 	browsertest.Do(t, ctx, "open the sessions page",
 		chromedp.Click(browsertest.CSS(`a[data-section="sessions"]`)),
+		chromedp.WaitVisible(browsertest.CSS(`table.sessions`)),
 		chromedp.WaitVisible(browsertest.CSS(row(desk))),
 		chromedp.WaitVisible(browsertest.CSS(row(ide)+` td.c-inflight .badge`)))
 	got := browsertest.Value(t, ctx, "read the rows", chromedp.Evaluate[[]string](`[...document.querySelectorAll("table.sessions tbody tr")].map(tr => tr.innerText.replace(/\s+/g, " "))`))

@@ -23,7 +23,7 @@ export default async function sessionsPage(ctx) {
   const endAll = h("button", { type: "button", class: "danger", "data-action": "end-all", hidden: true }, "End all…");
   const tbody = h("tbody");
   const table = h("table", { class: "grid sessions", "aria-label": "Live legacy sessions" },
-    h("colgroup", {}, h("col", { style: "width:16%" }), h("col", { style: "width:16%" }), h("col", { style: "width:96px" }), h("col", {}),
+    h("colgroup", {}, h("col", { style: "width:16%" }), h("col", { style: "width:16%" }), h("col", { style: "width:112px" }), h("col", {}),
       h("col", { style: "width:96px" }), h("col", { style: "width:104px" }), h("col", { style: "width:96px" }), h("col", { style: "width:96px" }), h("col", { style: "width:84px" })),
     h("thead", {}, h("tr", {}, h("th", {}, "Session"), h("th", {}, "Client"), h("th", {}, "Protocol"), h("th", {}, "Principal"),
       h("th", { class: "num" }, "Started"), h("th", { class: "num", title: "last used, to within 30 s" }, "Last active"),
@@ -69,7 +69,7 @@ export default async function sessionsPage(ctx) {
   async function load() {
     let list;
     try {
-      list = await api(`/tenants/${encodeURIComponent(slug)}/sessions?limit=500`);
+      list = await api(`/tenants/${encodeURIComponent(slug)}/sessions?limit=200`);
       status.replaceChildren();
     } catch (err) { status.replaceChildren(errorBox(err)); return; }
     const seen = new Set();
