@@ -252,7 +252,13 @@ func TestASessionEndsWithAnAdminOrItsTenantOnEveryReplica(t *testing.T) {
 			t.Fatalf("ending %q: %d", bad, r.Status)
 		}
 	}
-	b.MustAdmin(t, 204, "DELETE", "/api/v1/tenants/acme/sessions/"+id, nil)
+	// A reason too long, or not text, is refused and ends nothing.
+	for _, body := range []obj{{"reason": strings.Repeat("x", 501)}, {"reason": 5}} {
+		if r := b.Admin(t, "DELETE", "/api/v1/tenants/acme/sessions/"+id, body); r.Status != 422 || gone(cb) {
+			t.Fatalf("ending with %v: %d", body, r.Status)
+		}
+	}
+	b.MustAdmin(t, 204, "DELETE", "/api/v1/tenants/acme/sessions/"+id, obj{"reason": "a stolen laptop"})
 	if !gone(cb) {
 		t.Fatal("ended by an admin on b, still served by b")
 	}
@@ -260,7 +266,7 @@ func TestASessionEndsWithAnAdminOrItsTenantOnEveryReplica(t *testing.T) {
 	if r := b.Admin(t, "DELETE", "/api/v1/tenants/acme/sessions/"+id, nil); r.Status != 404 {
 		t.Fatalf("ending an ended session: %d", r.Status)
 	}
-	if audit := a.Admin(t, "GET", "/api/v1/audit", nil); !strings.Contains(string(audit.Body), `"object":"`+id+`"`) {
+	if audit := a.Admin(t, "GET", "/api/v1/audit", nil); !strings.Contains(string(audit.Body), `"object":"`+id+`"`) || !strings.Contains(string(audit.Body), "a stolen laptop") {
 		t.Fatalf("ending a session is not audited with its id: %s", audit.Body)
 	}
 
