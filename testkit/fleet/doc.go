@@ -33,7 +33,7 @@
 // three phases (staged, promoted, steady with the old key retired); a
 // tool, a prompt and a resource added (flows use the tool once every
 // replica lists it); the official TypeScript SDK v1 client called into a
-// question it takes its time to answer (legacyts.go); one replica
+// question it takes its time to answer; one replica
 // SIGKILLed, the one holding that client's stream, and started again; Vault
 // stopped for the outage and started (and unsealed) again; PostgreSQL
 // stopped (pg_ctl -m fast) for the outage and started again; the

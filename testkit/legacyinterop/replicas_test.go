@@ -195,6 +195,10 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request) {
 		target, _ := url.Parse(to.url)
 		rp := httputil.NewSingleHostReverseProxy(target)
 		rp.FlushInterval = -1 // event streams pass as they come
+		// A connection a request of its own: one kept from before a
+		// replica died would fail the request with EOF, which cannot be
+		// told from a request the replica took, rather than be refused.
+		rp.Transport = noKeepAlive
 		refused := false
 		rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) {
 			if errors.Is(err, syscall.ECONNREFUSED) && !last {
@@ -214,6 +218,9 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request) {
 		p.mu.Unlock()
 	}
 }
+
+// noKeepAlive is the proxy's transport to the replicas.
+var noKeepAlive = &http.Transport{DisableKeepAlives: true}
 
 // where lists the replicas the requests of a kind went to, in order.
 func (p *proxy) where(kind string) []string {
