@@ -184,10 +184,15 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request) {
 	// A replica that refuses the connection (it is dead) is skipped for
 	// the next, as HAProxy's redispatch does; any other failure is the
 	// client's to see.
+	p.mu.Lock()
+	start := p.next
+	p.next++
+	p.mu.Unlock()
 	for tries := 0; ; tries++ {
 		p.mu.Lock()
-		to := p.replicas[p.next%len(p.replicas)]
-		p.next++
+		// Each replica once, in turn from this request's own: concurrent
+		// requests must not send it to the dead one twice.
+		to := p.replicas[(start+tries)%len(p.replicas)]
 		last := tries == len(p.replicas)-1
 		p.routed = append(p.routed, routed{kind, to.name})
 		at := len(p.routed) - 1
