@@ -26,3 +26,9 @@ func (s LegacySessions) CreateMany(ctx context.Context, rows []LegacySession) er
 func (s LegacySessions) CreateRelay(ctx context.Context, id, tenantID string, created time.Time) error {
 	return s.db.WithContext(ctx).Create(&LegacyRelay{ID: id, TenantID: tenantID, SessionID: "s", Target: "r1", Body: "{}", CreatedAt: created.UTC()}).Error
 }
+
+// PruneExpiredSessions is the sessions' part of a sweep: the rows it
+// deleted, and in how many statements.
+func (s LegacySessions) PruneExpiredSessions(ctx context.Context) (rows, statements int64, err error) {
+	return s.deleteInBatches(ctx, "legacy_sessions", "expires_at", time.Now().UTC())
+}

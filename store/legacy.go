@@ -264,10 +264,10 @@ func (s LegacySessions) List(ctx context.Context, tenantID, after string, limit 
 // deleted.
 func (s LegacySessions) Prune(ctx context.Context, maxRelayAge time.Duration) (sessions, relay int64, err error) {
 	now := time.Now().UTC()
-	if sessions, err = s.deleteInBatches(ctx, "legacy_sessions", "expires_at", now); err != nil {
+	if sessions, _, err = s.deleteInBatches(ctx, "legacy_sessions", "expires_at", now); err != nil {
 		return sessions, 0, fmt.Errorf("prune legacy sessions: %w", err)
 	}
-	if relay, err = s.deleteInBatches(ctx, "legacy_relay", "created_at", now.Add(-maxRelayAge)); err != nil {
+	if relay, _, err = s.deleteInBatches(ctx, "legacy_relay", "created_at", now.Add(-maxRelayAge)); err != nil {
 		return sessions, relay, fmt.Errorf("prune legacy relay: %w", err)
 	}
 	return sessions, relay, nil
@@ -282,18 +282,19 @@ var pruneBatch = 1000
 
 // deleteInBatches deletes table's rows whose column (indexed) is before
 // before, oldest first, pruneBatch at a time, each statement its own
-// transaction, until none is left or ctx ends.
-func (s LegacySessions) deleteInBatches(ctx context.Context, table, column string, before time.Time) (int64, error) {
+// transaction, until none is left or ctx ends. It says how many rows it
+// deleted, in how many statements.
+func (s LegacySessions) deleteInBatches(ctx context.Context, table, column string, before time.Time) (rows, statements int64, err error) {
 	q := "DELETE FROM " + table + " WHERE id IN (SELECT id FROM " + table + " WHERE " + column + " < ? ORDER BY " + column + " LIMIT ?)"
-	var n int64
 	for {
 		res := s.db.WithContext(ctx).Exec(q, before, pruneBatch)
 		if res.Error != nil {
-			return n, res.Error
+			return rows, statements, res.Error
 		}
-		n += res.RowsAffected
+		rows += res.RowsAffected
+		statements++
 		if res.RowsAffected < int64(pruneBatch) {
-			return n, nil
+			return rows, statements, nil
 		}
 	}
 }

@@ -58,6 +58,13 @@ func TestPruneDeletesInBoundedBatches(t *testing.T) {
 			if err := ls.CreateRelay(ctx, "fresh", acme.ID, now); err != nil {
 				t.Fatal(err)
 			}
+			// The sessions go in bounded statements: three full, one part.
+			if n, statements, err := ls.PruneExpiredSessions(ctx); err != nil || n != 350 || statements != 4 {
+				t.Fatalf("pruned %d sessions in %d statements (%v); want 350 in 4 of at most 100", n, statements, err)
+			}
+			if err := ls.CreateMany(ctx, legacySessions(acme.ID, "old", 350, now.Add(-time.Minute))); err != nil {
+				t.Fatal(err)
+			}
 			sessions, relay, err := ls.Prune(ctx, time.Hour)
 			if err != nil || sessions != 350 || relay != 250 {
 				t.Fatalf("pruned %d sessions and %d relay messages (%v); want 350 and 250", sessions, relay, err)
