@@ -241,19 +241,7 @@ func (r *relay) run(ctx context.Context) {
 			}
 			targets = r.waiting()
 		}
-		if len(targets) == 0 {
-			continue
-		}
-		rows, err := r.st.TakeRelayed(ctx, targets)
-		if err != nil {
-			if ctx.Err() == nil {
-				r.log.Warn("legacy relay: reading relayed messages failed", "err", err)
-			}
-			continue
-		}
-		for _, m := range rows {
-			r.deliver(m.TenantID, m.SessionID, m.Target, []byte(m.Body))
-		}
+		r.take(ctx, targets)
 	}
 }
 
@@ -263,6 +251,14 @@ func (r *relay) takeNow(ctx context.Context, ids []string) {
 	targets := make([]string, len(ids))
 	for i, id := range ids {
 		targets[i] = "r:" + id
+	}
+	r.take(ctx, targets)
+}
+
+// take takes the stored messages for targets and delivers them.
+func (r *relay) take(ctx context.Context, targets []string) {
+	if len(targets) == 0 {
+		return
 	}
 	rows, err := r.st.TakeRelayed(ctx, targets)
 	if err != nil {

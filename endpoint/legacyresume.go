@@ -121,10 +121,9 @@ func parseEventID(id string) (kind byte, stream string, seq int64, ok bool) {
 // the call's goroutine writes; followers on this replica wait on
 // changed.
 type callLog struct {
-	l                   *legacy
-	id                  string
-	tenantID, sessionID string
-	next                int64 // the next event's sequence
+	l    *legacy
+	id   string
+	next int64 // the next event's sequence
 	// open is the call's row until its first write inserts it; written
 	// says it did (read by the lease's renewal).
 	open    *store.LegacyCall
@@ -145,7 +144,7 @@ type callLog struct {
 // newCallLog starts the log of a bridged call's stream. Nothing is
 // written until its first events, which insert its row with them.
 func (l *legacy) newCallLog(tenantID string, s *session, body []byte) *callLog {
-	cl := &callLog{l: l, id: newStreamID(), tenantID: tenantID, sessionID: s.id, next: 1, changed: make(chan struct{})}
+	cl := &callLog{l: l, id: newStreamID(), next: 1, changed: make(chan struct{})}
 	now := time.Now()
 	cl.open = &store.LegacyCall{ID: cl.id, TenantID: tenantID, SessionID: s.id, Request: string(body), Holder: l.holder,
 		HeldUntil: now.Add(callLease), NextSeq: 1, CreatedAt: now, ExpiresAt: s.expires}
@@ -351,21 +350,15 @@ func (l *legacy) resume(x *exchange, snap *snapshot, p *auth.Principal, s *sessi
 		if cl := l.calls.get(row.ID); cl != nil {
 			changed, polled = cl.wait(), nil
 		}
-		evs, err := l.e.opts.Sessions.CallEvents(x.ctx, row.ID, after, 64)
-		if err != nil {
-			return // the client resumes again
-		}
-		if gap := len(evs) > 0 && evs[0].Seq != after+1; gap || len(evs) == 0 && row.NextSeq-1 > after {
+		next, n, err := l.replay(x.ctx, sse, row.ID, after)
+		if errors.Is(err, errGap) || err == nil && n == 0 && row.NextSeq-1 > after {
 			l.gap(x, snap, s, row, after)
 			return
 		}
-		for _, ev := range evs {
-			if sse.event(eventID('c', row.ID, ev.Seq), "", []byte(ev.Body)) != nil {
-				return
-			}
-			after = ev.Seq
+		if err != nil {
+			return // the client resumes again
 		}
-		if len(evs) == 64 {
+		if after = next; n == replayPage {
 			continue
 		}
 		if row.Done && after >= row.NextSeq-1 {
@@ -406,6 +399,33 @@ func (l *legacy) resume(x *exchange, snap *snapshot, p *auth.Principal, s *sessi
 	}
 }
 
+// replayPage is how many stored events one read of a replay takes.
+const replayPage = 64
+
+// errGap says the stored events after the one asked for begin later:
+// the ones between are no longer kept.
+var errGap = errors.New("events no longer kept")
+
+// replay writes, as they were sent, the call's stored events after
+// after, at most replayPage; it returns the last one written and how
+// many. errGap when they do not follow after.
+func (l *legacy) replay(ctx context.Context, sse *sseWriter, id string, after int64) (int64, int, error) {
+	evs, err := l.e.opts.Sessions.CallEvents(ctx, id, after, replayPage)
+	if err != nil {
+		return after, 0, err
+	}
+	if len(evs) > 0 && evs[0].Seq != after+1 {
+		return after, 0, errGap
+	}
+	for i, ev := range evs {
+		if err := sse.event(eventID('c', id, ev.Seq), "", []byte(ev.Body)); err != nil {
+			return after, i, err
+		}
+		after = ev.Seq
+	}
+	return after, len(evs), nil
+}
+
 // gap ends a resumed stream whose events after after are no longer
 // kept: the call's error response, naming the gap, and the call
 // stopped, since its client has been told it ended.
@@ -438,14 +458,11 @@ func (l *legacy) takeOverAfter(x *exchange, snap *snapshot, p *auth.Principal, s
 	}
 	// A client gone meanwhile resumes again; the call goes on regardless.
 	for after < row.NextSeq-1 {
-		evs, err := l.e.opts.Sessions.CallEvents(x.ctx, id, after, 64)
-		if err != nil || len(evs) == 0 || evs[0].Seq != after+1 {
+		next, n, err := l.replay(x.ctx, sse, id, after)
+		if err != nil || n == 0 {
 			break
 		}
-		for _, ev := range evs {
-			_ = sse.event(eventID('c', id, ev.Seq), "", []byte(ev.Body))
-			after = ev.Seq
-		}
+		after = next
 	}
 	l.takeOver(x, snap, p, s, row, sse)
 }
@@ -461,7 +478,7 @@ func (l *legacy) takeOver(x *exchange, snap *snapshot, p *auth.Principal, s *ses
 	if rerr == nil {
 		_, rerr = q.readTarget(true)
 	}
-	cl := &callLog{l: l, id: row.ID, tenantID: snap.tenantID, sessionID: s.id, next: row.NextSeq, changed: make(chan struct{})}
+	cl := &callLog{l: l, id: row.ID, next: row.NextSeq, changed: make(chan struct{})}
 	cl.written.Store(true)
 	l.calls.add(cl)
 	defer cl.close()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,26 @@ import (
 	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/testkit/testwait"
 )
+
+// chainPlatform is a platform whose tenant acme has the three-question
+// tool "order", answered by h.
+func chainPlatform(t *testing.T) (*platformtest.Platform, *hook) {
+	t.Helper()
+	h := newHook(t, answersHook)
+	p := setup(t, h)
+	h.setSecret(p.Tool(t, "acme", chainTool("order", h.URL)))
+	return p, h
+}
+
+// answeringClient is a 2025-11-25 session of acme that answers every
+// question it reads.
+func answeringClient(t *testing.T, p *platformtest.Platform) *legacyClient {
+	t.Helper()
+	c := newLegacyClient(t, legacyURL(p, "acme"))
+	c.initialize("2025-11-25", legacyCaps)
+	c.onRequest = answerEverything
+	return c
+}
 
 // isQuestion says m is the server's request with that form field.
 func isQuestion(field string) func(m map[string]any) bool {
@@ -49,9 +70,7 @@ func ordered(t *testing.T, from int64, msgs []map[string]any) {
 }
 
 func TestADroppedCallStreamResumesWhereItBroke(t *testing.T) {
-	h := newHook(t, answersHook)
-	p := setup(t, h)
-	h.setSecret(p.Tool(t, "acme", chainTool("order", h.URL)))
+	p, h := chainPlatform(t)
 
 	for _, tc := range []struct {
 		name string
@@ -66,9 +85,7 @@ func TestADroppedCallStreamResumesWhereItBroke(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := h.count()
-			c := newLegacyClient(t, legacyURL(p, "acme"))
-			c.initialize("2025-11-25", legacyCaps)
-			c.onRequest = answerEverything
+			c := answeringClient(t, p)
 			var dropped map[string]any
 			msg, _ := c.exchange("tools/call", obj{"name": "order", "arguments": obj{"order": "o-1"}}, func(m map[string]any) bool {
 				if !tc.drop(m) {
@@ -128,12 +145,8 @@ func TestADroppedCallStreamResumesWhereItBroke(t *testing.T) {
 }
 
 func TestAResumptionGetsOnlyItsOwnStream(t *testing.T) {
-	h := newHook(t, answersHook)
-	p := setup(t, h)
-	h.setSecret(p.Tool(t, "acme", chainTool("order", h.URL)))
-	c := newLegacyClient(t, legacyURL(p, "acme"))
-	c.initialize("2025-11-25", legacyCaps)
-	c.onRequest = answerEverything
+	p, h := chainPlatform(t)
+	c := answeringClient(t, p)
 	msg, _ := c.exchange("tools/call", obj{"name": "order", "arguments": obj{"order": "o-1"}}, isQuestion("name"))
 	if msg != nil {
 		t.Fatal(msg)
@@ -175,12 +188,8 @@ func TestAResumptionGetsOnlyItsOwnStream(t *testing.T) {
 
 func TestAResumptionPastTheKeptEventsIsToldOfTheGap(t *testing.T) {
 	defer endpoint.SetCallKeptEvents(1)()
-	h := newHook(t, answersHook)
-	p := setup(t, h)
-	h.setSecret(p.Tool(t, "acme", chainTool("order", h.URL)))
-	c := newLegacyClient(t, legacyURL(p, "acme"))
-	c.initialize("2025-11-25", legacyCaps)
-	c.onRequest = answerEverything
+	p, h := chainPlatform(t)
+	c := answeringClient(t, p)
 	// The client answers the first question as its stream drops; the
 	// second question, sent while it is away, pushes the first out.
 	msg, _ := c.exchange("tools/call", obj{"name": "order", "arguments": obj{"order": "o-1"}}, func(m map[string]any) bool {
@@ -248,9 +257,7 @@ func firstEvent(t *testing.T, resp *http.Response) string {
 }
 
 func TestOnlyA20251125SessionsStreamsArePrimed(t *testing.T) {
-	h := newHook(t, answersHook)
-	p := setup(t, h)
-	h.setSecret(p.Tool(t, "acme", chainTool("order", h.URL)))
+	p, h := chainPlatform(t)
 	for _, v := range []string{"2025-11-25", "2025-06-18", "2025-03-26"} {
 		t.Run(v, func(t *testing.T) {
 			c := newLegacyClient(t, legacyURL(p, "acme"))
@@ -331,16 +338,20 @@ func TestAResumedStandaloneStreamSaysWhatMayHaveChanged(t *testing.T) {
 	sa.Body.Close()
 	id := strings.TrimPrefix(strings.SplitN(primed, "\n", 2)[0], "id: ")
 	methods = nil
+	var changing atomic.Bool // the catalogue change has begun
 	go func() {
 		time.Sleep(200 * time.Millisecond)
+		changing.Store(true)
 		p.Tool(t, "acme", echoTool("echo2", h.URL))
 	}()
+	early := false
 	c.resume("", id, func(m map[string]any) bool {
 		methods = append(methods, fmt.Sprint(m["method"]))
+		early = !changing.Load()
 		return true
 	})
-	if strings.Join(methods, " ") != "notifications/tools/list_changed" {
-		t.Fatalf("a stream resumed on the current catalogue sent %v first", methods)
+	if early || strings.Join(methods, " ") != "notifications/tools/list_changed" {
+		t.Fatalf("a stream resumed on the current catalogue sent %v first (before the change: %v)", methods, early)
 	}
 }
 
