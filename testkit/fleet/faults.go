@@ -135,12 +135,16 @@ func (fl *fleet) cycle(ctx context.Context, c int, start time.Time) {
 			return err
 		}},
 		{15 * time.Second, "SIGKILL of a replica", func(ctx context.Context) error {
-			// The replica holding the legacy client's stream, when known.
+			// The replica holding the legacy client's stream, when known;
+			// the client answers while it is down.
 			v, why := victim, "the cycle's turn"
-			for _, r := range fl.replicas {
-				if ts != nil && r.name == ts.holder {
-					v, why, ts.killed = r, "it holds the legacy client's stream", true
+			if ts != nil {
+				for _, r := range fl.replicas {
+					if r.name == ts.holder {
+						v, why, ts.killed = r, "it holds the legacy client's stream", true
+					}
 				}
+				time.AfterFunc(tsAnswerAfter, ts.answer)
 			}
 			fl.logf("cycle %d: SIGKILL %s (%s)", c+1, v.name, why)
 			return fl.killReplica(ctx, v)

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -25,17 +26,27 @@ import (
 //go:embed ts/legacy.mjs
 var legacyScript []byte
 
-// tsAnswerDelay is how long the client waits before answering: the
-// SIGKILL comes while it reads. Short enough that the call's state (the
-// fleet tenant's live 10 s) outlives the wait, the kill and the lease
-// the dead replica held (5 s) before the call is taken over.
-const tsAnswerDelay = 3 * time.Second
+// The client answers when the fleet tells it to: tsAnswerAfter after
+// the SIGKILL strikes, while the killed replica is down (the user read
+// the question meanwhile). The call's state (the fleet tenant's live
+// 10 s) outlives the question's wait, that second and the lease the dead
+// replica held (5 s) before the call is taken over. tsQuestionWait
+// bounds how long the fleet waits for the question to show in the
+// record (Node's start and the SDK's import take seconds on a busy
+// machine; the SIGKILL waits for it); tsMaxWait is the client's own
+// bound, should the word never come.
+const (
+	tsAnswerAfter  = time.Second
+	tsQuestionWait = 20 * time.Second
+	tsMaxWait      = time.Minute
+)
 
 // tsCall is one run of the TypeScript client.
 type tsCall struct {
 	ref    string
 	holder string // the replica holding its stream when the fault struck
 	killed bool   // the SIGKILL went to its holder
+	answer func() // tells the client to answer its question
 	done   chan struct{}
 	out    []byte
 	err    error
@@ -60,10 +71,21 @@ func (fl *fleet) startTSCall(ctx context.Context, cycle int) (*tsCall, error) {
 		return nil, err
 	}
 	c := &tsCall{ref: fmt.Sprintf("ts-%d-%s", cycle, randomHex(4)), done: make(chan struct{})}
-	cmd := exec.CommandContext(ctx, "node", script, fl.lb.URL()+"/t/"+tenantSlug+"/mcp", quickTool, c.ref, fmt.Sprint(tsAnswerDelay.Milliseconds()))
+	cmd := exec.CommandContext(ctx, "node", script, fl.lb.URL()+"/t/"+tenantSlug+"/mcp", quickTool, c.ref, fmt.Sprint(tsMaxWait.Milliseconds()))
 	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	c.answer = func() {
+		once.Do(func() {
+			stdin.Write([]byte("answer\n"))
+			stdin.Close()
+		})
+	}
 	go func() {
 		defer close(c.done)
 		c.out, c.err = cmd.Output()
@@ -73,7 +95,7 @@ func (fl *fleet) startTSCall(ctx context.Context, cycle int) (*tsCall, error) {
 	}()
 	// The question waits once the record shows the flow awaiting input,
 	// and which replica serves it.
-	deadline := time.Now().Add(tsAnswerDelay)
+	deadline := time.Now().Add(tsQuestionWait)
 	for time.Now().Before(deadline) {
 		var list struct {
 			Items []struct {

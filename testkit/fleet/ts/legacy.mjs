@@ -1,15 +1,20 @@
 // The fleet's legacy client on the official TypeScript SDK v1
 // (@modelcontextprotocol/sdk 1.x, protocol 2025-11-25), as desktop and IDE
-// clients embed it: node legacy.mjs <endpoint> <tool> <ref> <delay-ms>.
-// It calls the tool with the ref, answers the confirmation it is asked
-// after waiting delay-ms (a user reading the question, while the fleet
-// kills the replica holding the call's stream), and prints what happened
-// as one line of JSON.
+// clients embed it: node legacy.mjs <endpoint> <tool> <ref> <max-wait-ms>.
+// It calls the tool with the ref and answers the confirmation it is asked
+// when a line arrives on stdin, or after max-wait-ms (a user reading the
+// question, while the fleet kills the replica holding the call's stream
+// and then says "answer"), and prints what happened as one line of JSON.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
-const [url, tool, ref, delay] = process.argv.slice(2);
+const [url, tool, ref, maxWait] = process.argv.slice(2);
+// The fleet's word to answer: a line on stdin, or the longest wait.
+const told = new Promise((resolve) => {
+  const timer = setTimeout(resolve, Number(maxWait));
+  process.stdin.once('data', () => { clearTimeout(timer); resolve(); });
+}).then(() => process.stdin.destroy());
 const seen = { asked: 0 };
 const client = new Client(
   { name: 'opsmcp-fleet-ts', version: '1.0.0' },
@@ -17,7 +22,7 @@ const client = new Client(
 );
 client.setRequestHandler(ElicitRequestSchema, async () => {
   seen.asked++;
-  if (seen.asked === 1) await new Promise((resolve) => setTimeout(resolve, Number(delay)));
+  if (seen.asked === 1) await told;
   return { action: 'accept', content: { nonce: `ts-${ref}` } };
 });
 const transport = new StreamableHTTPClientTransport(new URL(url));
