@@ -43,30 +43,32 @@ func (s *Server) registerFlows(v1 gin.IRouter) {
 
 // flowView is a flow as the API shows it.
 type flowView struct {
-	ID             string         `json:"id"`
-	Tenant         string         `json:"tenant"`
-	Method         string         `json:"method"`
-	Target         string         `json:"target"`
-	State          string         `json:"state"`
-	Rounds         int            `json:"rounds"`
-	Principal      *principalView `json:"principal,omitempty"`
-	Client         *clientView    `json:"client,omitempty"`
-	Era            string         `json:"era"`
-	PendingKinds   []string       `json:"pendingKinds"`
-	KeyID          string         `json:"keyId,omitempty"`
-	Replica        string         `json:"replica,omitempty"`
-	TraceID        string         `json:"traceId,omitempty"`
-	TraceURL       string         `json:"traceUrl,omitempty"`
-	Detail         string         `json:"detail,omitempty"`
-	StartedAt      time.Time      `json:"startedAt"`
-	UpdatedAt      time.Time      `json:"updatedAt"`
-	WaitingSince   *time.Time     `json:"waitingSince,omitempty"`
-	StateExpiresAt *time.Time     `json:"stateExpiresAt,omitempty"`
-	ServerMS       float64        `json:"serverMs"`
-	ClientWaitMS   float64        `json:"clientWaitMs"`
-	CancelReason   string         `json:"cancelReason,omitempty"`
-	CancelledBy    string         `json:"cancelledBy,omitempty"`
-	CancelledAt    *time.Time     `json:"cancelledAt,omitempty"`
+	ID        string         `json:"id"`
+	Tenant    string         `json:"tenant"`
+	Method    string         `json:"method"`
+	Target    string         `json:"target"`
+	State     string         `json:"state"`
+	Rounds    int            `json:"rounds"`
+	Principal *principalView `json:"principal,omitempty"`
+	Client    *clientView    `json:"client,omitempty"`
+	Era       string         `json:"era"`
+	// SessionID is the legacy session a bridged flow ran in.
+	SessionID      string     `json:"sessionId,omitempty"`
+	PendingKinds   []string   `json:"pendingKinds"`
+	KeyID          string     `json:"keyId,omitempty"`
+	Replica        string     `json:"replica,omitempty"`
+	TraceID        string     `json:"traceId,omitempty"`
+	TraceURL       string     `json:"traceUrl,omitempty"`
+	Detail         string     `json:"detail,omitempty"`
+	StartedAt      time.Time  `json:"startedAt"`
+	UpdatedAt      time.Time  `json:"updatedAt"`
+	WaitingSince   *time.Time `json:"waitingSince,omitempty"`
+	StateExpiresAt *time.Time `json:"stateExpiresAt,omitempty"`
+	ServerMS       float64    `json:"serverMs"`
+	ClientWaitMS   float64    `json:"clientWaitMs"`
+	CancelReason   string     `json:"cancelReason,omitempty"`
+	CancelledBy    string     `json:"cancelledBy,omitempty"`
+	CancelledAt    *time.Time `json:"cancelledAt,omitempty"`
 	// Kind is call, flow, legacy or task; Message says in words what its
 	// latest change did (why it failed or was refused, a task's status).
 	Kind    string `json:"kind"`
@@ -97,7 +99,7 @@ type roundView struct {
 func (s *Server) viewFlow(f *record.Flow) flowView {
 	v := flowView{
 		ID: f.ID, Tenant: f.TenantSlug, Method: f.Method, Target: f.Target, State: f.State, Rounds: f.Rounds,
-		Era: f.Era, PendingKinds: []string{}, KeyID: f.KeyID, Replica: f.Replica, TraceID: f.TraceID,
+		Era: f.Era, SessionID: f.SessionID, PendingKinds: []string{}, KeyID: f.KeyID, Replica: f.Replica, TraceID: f.TraceID,
 		TraceURL: s.traceURL(f.TraceID, ""), Detail: f.Detail, StartedAt: f.StartedAt.UTC(), UpdatedAt: f.UpdatedAt.UTC(),
 		WaitingSince: f.WaitingSince, StateExpiresAt: f.StateExpiresAt, ServerMS: float64(f.ServerUS) / 1000, ClientWaitMS: float64(f.ClientWaitUS) / 1000,
 		CancelReason: f.CancelReason, CancelledBy: f.CancelledBy, CancelledAt: f.CancelledAt, Kind: f.Kind, Message: f.Message,
@@ -177,7 +179,7 @@ func (s *Server) flowFilter(c *gin.Context, get func(string) string) (record.Fil
 		f.Prefix = v
 	}
 	f.Target, f.Method = get("target"), get("method")
-	f.Subject, f.Issuer, f.Client, f.KeyID = get("subject"), get("issuer"), get("client"), get("key")
+	f.Subject, f.Issuer, f.Client, f.Session, f.KeyID = get("subject"), get("issuer"), get("client"), get("session"), get("key")
 	if v := get("waitingLongerThan"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -204,7 +206,7 @@ func (s *Server) flowFilter(c *gin.Context, get func(string) string) (record.Fil
 			*p.to = t
 		}
 	}
-	for _, p := range []struct{ name, v string }{{"target", f.Target}, {"subject", f.Subject}, {"issuer", f.Issuer}, {"client", f.Client}, {"key", f.KeyID}} {
+	for _, p := range []struct{ name, v string }{{"target", f.Target}, {"subject", f.Subject}, {"issuer", f.Issuer}, {"client", f.Client}, {"session", f.Session}, {"key", f.KeyID}} {
 		if len(p.v) > 1024 {
 			errs = append(errs, FieldError{p.name, "must be at most 1024 characters"})
 		}
@@ -235,7 +237,7 @@ func oneOf(v, field, what string, allowed []string, errs *[]FieldError) []string
 // flowQuery are the query parameters of a flow listing: its filters
 // (flowFilter reads them) and its page. Any other is a 400, so a
 // misspelt filter is not read as no filter.
-var flowQuery = []string{"tenant", "state", "kind", "q", "target", "method", "subject", "issuer", "client", "key",
+var flowQuery = []string{"tenant", "state", "kind", "q", "target", "method", "subject", "issuer", "client", "session", "key",
 	"waitingLongerThan", "minRounds", "since", "until", "sort", "limit", "cursor"}
 
 // unknownParams are the query parameters of c not in known.
@@ -506,7 +508,7 @@ func (s *Server) cancelFlows(c *gin.Context) {
 	}
 	for k := range req.Filter {
 		switch k {
-		case "tenant", "target", "method", "subject", "issuer", "client", "key", "waitingLongerThan", "minRounds", "since", "until", "kind", "q":
+		case "tenant", "target", "method", "subject", "issuer", "client", "session", "key", "waitingLongerThan", "minRounds", "since", "until", "kind", "q":
 		default:
 			writeProblem(c, probValidation.with("bad filter", FieldError{"filter." + k, "is not a filter (state is implied: flows awaiting input or running)"}))
 			return

@@ -387,12 +387,12 @@ func TestTheListSearchesByPrefixFiltersByKindAndRefusesUnknownParameters(t *test
 			}
 			// Unknown or misspelt parameters are refused (400), not
 			// ignored; a known one with a bad value is a validation error.
-			for _, q := range []string{"targt=deploy", "q=dep&Kind=call", "search=dep", "tenant=acme&tenants=acme", "Q=dep", "q%20=dep"} {
+			for _, q := range []string{"targt=deploy", "q=dep&Kind=call", "search=dep", "tenant=acme&tenants=acme", "Q=dep", "q%20=dep", "Session=ls_1", "sessionId=ls_1"} {
 				if r := p.Admin(t, "GET", "/api/v1/tenants/"+slug+"/flows?"+q, nil); r.Status != 400 {
 					t.Errorf("%s: status %d; want 400", q, r.Status)
 				}
 			}
-			for _, q := range []string{"kind=calls", "kind=", "q=" + strings.Repeat("x", 201), "q=%FF", "q=Zo%C3", "q=a%00"} {
+			for _, q := range []string{"kind=calls", "kind=", "q=" + strings.Repeat("x", 201), "q=%FF", "q=Zo%C3", "q=a%00", "session=" + strings.Repeat("s", 1025)} {
 				if r := p.Admin(t, "GET", "/api/v1/tenants/"+slug+"/flows?"+q, nil); r.Status != 422 && !(q == "kind=" && r.Status == 200) {
 					t.Errorf("%s: status %d; want 422", q, r.Status)
 				}

@@ -98,7 +98,7 @@ func write(w *record.RoundWrite, rd *endpoint.Round, replica string, running boo
 	f, r := &w.Flow, &w.Round
 	f.ID, f.TenantID, f.TenantSlug = rd.FlowID, rd.TenantID, rd.Tenant
 	f.Method, f.Target, f.Era, f.Replica = rd.Method, rd.Target, rd.Era, replica
-	f.ClientName, f.ClientVersion = rd.Client.Name, rd.Client.Version
+	f.ClientName, f.ClientVersion, f.SessionID = rd.Client.Name, rd.Client.Version, rd.SessionID
 	f.StartedAt, f.UpdatedAt = rd.FlowStart, rd.Ended
 	if f.StartedAt.IsZero() {
 		f.StartedAt = rd.Arrived

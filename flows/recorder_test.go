@@ -66,7 +66,7 @@ func TestEveryCallIsRecordedWithItsKindButNotListsOrPolls(t *testing.T) {
 		{"a first round that asks", record.KindFlow, record.AwaitingInput, "",
 			func(r *endpoint.Round) { r.FlowID, r.ResultType = "fl_x", mcp.ResultTypeInputRequired }},
 		{"a bridged legacy round that asks", record.KindLegacy, record.AwaitingInput, "", func(r *endpoint.Round) {
-			r.FlowID, r.ResultType, r.Era = "fl_x", mcp.ResultTypeInputRequired, "2025-11-25"
+			r.FlowID, r.ResultType, r.Era, r.SessionID = "fl_x", mcp.ResultTypeInputRequired, "2025-11-25", "s4Fq9"
 		}},
 		{"a retry that completes", record.KindFlow, record.Completed, "", func(r *endpoint.Round) {
 			r.FlowID, r.Number, r.ResultType, r.StateIn.Outcome = "fl_x", 2, mcp.ResultTypeComplete, endpoint.StateVerified
@@ -110,6 +110,9 @@ func TestEveryCallIsRecordedWithItsKindButNotListsOrPolls(t *testing.T) {
 			}
 			if (tc.state == record.Failed || tc.state == record.Rejected) && w.Flow.Message == "" {
 				t.Fatal("a failure recorded without its cause in words")
+			}
+			if w.Flow.SessionID != rd.SessionID {
+				t.Fatalf("session %q recorded; the round's is %q", w.Flow.SessionID, rd.SessionID)
 			}
 		})
 	}

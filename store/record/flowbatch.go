@@ -63,7 +63,7 @@ const (
 var batchColumns = []column{
 	{"id", colText}, {"tenant_id", colText}, {"tenant_slug", colText}, {"method", colText}, {"target", colText},
 	{"principal_issuer", colText}, {"principal_subject", colText}, {"principal_client", colText},
-	{"client_name", colText}, {"client_version", colText}, {"era", colText}, {"state", colText},
+	{"client_name", colText}, {"client_version", colText}, {"session_id", colText}, {"era", colText}, {"state", colText},
 	{"rounds", colInt}, {"pending_kinds", colText}, {"key_id", colText}, {"replica", colText}, {"trace_id", colText},
 	{"detail", colText}, {"started_at", colTime}, {"updated_at", colTime}, {"waiting_since", colTime},
 	{"state_expires_at", colTime}, {"server_us", colInt}, {"client_wait_us", colInt}, {"kind", colText},
@@ -98,6 +98,7 @@ const (
 	vPrincipalClient
 	vClientName
 	vClientVersion
+	vSession
 	vEra
 	vState
 	vRounds
@@ -129,7 +130,7 @@ const (
 func EncodeRound(b []byte, w *RoundWrite) []byte {
 	f := &w.Flow
 	for _, s := range [...]string{f.ID, f.TenantID, f.TenantSlug, f.Method, f.Target, f.PrincipalIssuer,
-		f.PrincipalSubject, f.PrincipalClient, f.ClientName, f.ClientVersion, f.Era, f.State} {
+		f.PrincipalSubject, f.PrincipalClient, f.ClientName, f.ClientVersion, f.SessionID, f.Era, f.State} {
 		b = appendTextField(b, s)
 	}
 	rounds := w.Round.N
@@ -462,13 +463,14 @@ type batchMerge struct {
 // replica, detail and waiting times of its newest (each round as new as
 // any before it takes over, so of rounds of one number the last); the
 // key and trace of the last round that took over and had one, else the
-// first's; the client of the last round that names one, and the kind of
-// the last that has one (but a task's, once it is one); the earliest
-// start, the latest change, times summed.
+// first's; the client of the last round that names one, the session of
+// the first that has one, and the kind of the last that has one (but a
+// task's, once it is one); the earliest start, the latest change, times
+// summed.
 type mergedFlow struct {
-	first, newest, keyed, traced, named, kinded int32
-	rounds, lastRound                           int32 // its records with a round, a list through next
-	started, updated, serverUS, waitUS          int64
+	first, newest, keyed, traced, named, kinded, sessioned int32
+	rounds, lastRound                                      int32 // its records with a round, a list through next
+	started, updated, serverUS, waitUS                     int64
 }
 
 func (m *batchMerge) run(recs [][]byte) error {
@@ -491,7 +493,7 @@ func (m *batchMerge) run(recs [][]byte) error {
 		if !ok {
 			fi = int32(len(m.flows))
 			m.byID[string(id)] = fi
-			m.flows = append(m.flows, mergedFlow{first: r, newest: r, keyed: r, traced: r, named: r, kinded: r, rounds: -1, lastRound: -1,
+			m.flows = append(m.flows, mergedFlow{first: r, newest: r, keyed: r, traced: r, named: r, kinded: r, sessioned: r, rounds: -1, lastRound: -1,
 				started: number(rec, ix[vStarted]), updated: number(rec, ix[vUpdated])})
 		}
 		f := &m.flows[fi]
@@ -514,6 +516,9 @@ func (m *batchMerge) run(recs [][]byte) error {
 		}
 		if len(value(rec, ix[vClientName])) > 0 {
 			f.named = r
+		}
+		if len(value(recs[f.sessioned], m.ix[f.sessioned][vSession])) == 0 {
+			f.sessioned = r
 		}
 		// A task stays a task: its later rounds, or a late one written
 		// before it became one, do not make it a flow again.
@@ -555,6 +560,8 @@ func (f *mergedFlow) source(v int) int32 {
 	switch v {
 	case vClientName, vClientVersion:
 		return f.named
+	case vSession:
+		return f.sessioned
 	case vKind:
 		return f.kinded
 	case vState, vRounds, vPending, vReplica, vDetail, vWaiting, vExpires, vMessage:

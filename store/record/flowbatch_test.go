@@ -17,7 +17,7 @@ func TestARecordHoldsEachValueUnderItsColumn(t *testing.T) {
 	w := RoundWrite{
 		Flow: Flow{ID: "fl_1", TenantID: "tn_2", TenantSlug: "acme", Method: "tools/call", Target: "deploy",
 			PrincipalIssuer: "https://id", PrincipalSubject: "alice", PrincipalClient: "app", ClientName: "cli",
-			ClientVersion: "1.2", Era: "2026-07-28", State: AwaitingInput, PendingKinds: "form", KeyID: "k7",
+			ClientVersion: "1.2", SessionID: "s-9", Era: "2026-07-28", State: AwaitingInput, PendingKinds: "form", KeyID: "k7",
 			Replica: "r-3", TraceID: "trace", Detail: "detail", StartedAt: at, UpdatedAt: at.Add(time.Minute),
 			WaitingSince: &waiting, StateExpiresAt: &expires, Kind: KindTask, Message: "halfway"},
 		Round: Round{N: 5, ServerUS: 1234, ClientWaitUS: 5678, ResultType: "input_required"},
@@ -33,7 +33,7 @@ func TestARecordHoldsEachValueUnderItsColumn(t *testing.T) {
 	want := map[string]string{
 		"id": "fl_1", "tenant_id": "tn_2", "tenant_slug": "acme", "method": "tools/call", "target": "deploy",
 		"principal_issuer": "https://id", "principal_subject": "alice", "principal_client": "app", "client_name": "cli",
-		"client_version": "1.2", "era": "2026-07-28", "state": AwaitingInput, "rounds": "5", "pending_kinds": "form",
+		"client_version": "1.2", "session_id": "s-9", "era": "2026-07-28", "state": AwaitingInput, "rounds": "5", "pending_kinds": "form",
 		"key_id": "k7", "replica": "r-3", "trace_id": "trace", "detail": "detail", "started_at": us(at),
 		"updated_at": us(at.Add(time.Minute)), "waiting_since": us(waiting), "state_expires_at": us(expires),
 		"server_us": "1234", "client_wait_us": "5678", "kind": "task", "message": "halfway", "round": string(w.Round.appendJSON(nil)),

@@ -58,9 +58,13 @@ type Flow struct {
 	PrincipalClient  string
 	ClientName       string
 	ClientVersion    string
-	Era              string
-	State            string
-	Rounds           int
+	// SessionID is the legacy session a bridged flow ran in (the id the
+	// sessions API shows); "" for every other flow. The first round
+	// that names one sets it; nothing changes it after.
+	SessionID string
+	Era       string
+	State     string
+	Rounds    int
 	// PendingKinds are the kinds of the input requests it waits on,
 	// comma-separated and sorted (form, roots, sampling, url).
 	PendingKinds string
@@ -209,6 +213,7 @@ const flowUpsert = ` ON CONFLICT (id) DO UPDATE SET
 	state_expires_at = CASE WHEN ` + newer + ` THEN excluded.state_expires_at ELSE flows.state_expires_at END,
 	client_name = CASE WHEN excluded.client_name <> '' THEN excluded.client_name ELSE flows.client_name END,
 	client_version = CASE WHEN excluded.client_name <> '' THEN excluded.client_version ELSE flows.client_version END,
+	session_id = CASE WHEN flows.session_id = '' THEN excluded.session_id ELSE flows.session_id END,
 	kind = CASE WHEN flows.kind = 'task' OR excluded.kind = '' THEN flows.kind ELSE excluded.kind END,
 	message = CASE WHEN ` + newer + ` THEN excluded.message ELSE flows.message END,
 	rounds = CASE WHEN excluded.rounds > flows.rounds THEN excluded.rounds ELSE flows.rounds END,
@@ -266,8 +271,9 @@ type Filter struct {
 	// Target is a tool or prompt name, or a resource URI; Method limits
 	// it to one kind.
 	Target, Method string
-	// Subject and Issuer select a principal; Client a client name.
-	Subject, Issuer, Client string
+	// Subject and Issuer select a principal; Client a client name;
+	// Session a legacy session's bridged flows.
+	Subject, Issuer, Client, Session string
 	// KeyID selects flows whose current state is sealed under a key.
 	KeyID string
 	// WaitingLonger selects flows awaiting input since before now minus
@@ -339,6 +345,11 @@ func (s *Record) apply(f Filter, db *gorm.DB, now time.Time) *gorm.DB {
 	}
 	if f.Client != "" {
 		db = db.Where("client_name = ?", f.Client)
+	}
+	if f.Session != "" {
+		// The literal condition lets both planners use flows_session,
+		// which holds bridged flows only.
+		db = db.Where("session_id = ? AND session_id <> ''", f.Session)
 	}
 	if f.KeyID != "" {
 		db = db.Where("key_id = ?", f.KeyID)

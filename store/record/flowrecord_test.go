@@ -276,6 +276,81 @@ func TestAFlowsValuesComeFromItsNewestRounds(t *testing.T) {
 	}
 }
 
+// TestASessionSelectsExactlyItsFlows records bridged flows of two
+// legacy sessions and a stateless flow, and checks that a session
+// filter lists and counts exactly the session's flows: a flow whose
+// first recorded round names no session (a task's lifecycle event,
+// written first) takes the session of the first round that names one;
+// no later round moves it; and no spelling of a session selects
+// another's flows or every flow.
+func TestASessionSelectsExactlyItsFlows(t *testing.T) {
+	ctx := context.Background()
+	for _, d := range platformtest.Dialects() {
+		t.Run(d.Name, func(t *testing.T) {
+			st := platformtest.Store(t, d.New(t)).Record()
+			t0 := time.Now().UTC().Truncate(time.Millisecond)
+			in := func(w record.RoundWrite, session string) record.RoundWrite {
+				w.Flow.SessionID, w.Flow.Kind = session, record.KindLegacy
+				return w
+			}
+			// fl_b's first write names no session; its next batch does,
+			// then a round naming another (which must not move it).
+			batches := [][]record.RoundWrite{
+				{in(round("fl_a", 1, record.AwaitingInput, t0), "s-a"), in(round("fl_b", 1, record.AwaitingInput, t0), ""),
+					round("fl_c", 1, record.Completed, t0), in(round("fl_d", 1, record.AwaitingInput, t0), "s-b")},
+				{in(round("fl_a", 2, record.Completed, t0.Add(time.Second)), "s-a"), in(round("fl_b", 2, record.AwaitingInput, t0.Add(time.Second)), ""),
+					in(round("fl_b", 3, record.AwaitingInput, t0.Add(2*time.Second)), "s-a")},
+				{in(round("fl_b", 4, record.Completed, t0.Add(3*time.Second)), "s-b"), in(round("fl_e", 1, record.Completed, t0), "s-a")},
+			}
+			for _, b := range batches {
+				if _, err := st.WriteRounds(ctx, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, c := range []struct {
+				session string
+				want    []string
+			}{
+				{"s-a", []string{"fl_a", "fl_b", "fl_e"}},
+				{"s-b", []string{"fl_d"}},
+				{"", []string{"fl_a", "fl_b", "fl_c", "fl_d", "fl_e"}}, // no filter
+				{"s-", nil}, {"S-A", nil}, {"s-a ", nil}, {"s-a' OR '1'='1", nil}, {"%", nil}, {"s-_", nil},
+			} {
+				page, err := st.List(ctx, record.Filter{Session: c.session}, record.SortUpdated, nil, 100)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, f := range page.Flows {
+					got = append(got, f.ID)
+				}
+				slices.Sort(got)
+				if !slices.Equal(got, c.want) {
+					t.Errorf("session %q lists %v, want %v", c.session, got, c.want)
+				}
+				counts, err := st.Count(ctx, record.Filter{Session: c.session})
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := 0
+				for _, k := range counts {
+					n += int(k)
+				}
+				if n != len(c.want) {
+					t.Errorf("session %q counts %d flows, want %d", c.session, n, len(c.want))
+				}
+			}
+			if b, _, err := st.Get(ctx, "fl_b"); err != nil || b.SessionID != "s-a" {
+				t.Errorf("fl_b's session: %v %+v, want s-a (the first round naming one)", err, b)
+			}
+			other, err := st.List(ctx, record.Filter{Session: "s-a", TenantIDs: []string{"t2"}}, record.SortUpdated, nil, 100)
+			if err != nil || len(other.Flows) != 0 {
+				t.Errorf("session s-a in another tenant lists %v (%v), want none", other.Flows, err)
+			}
+		})
+	}
+}
+
 func TestExpiryAndRetention(t *testing.T) {
 	ctx := context.Background()
 	for _, d := range platformtest.Dialects() {

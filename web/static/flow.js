@@ -158,6 +158,7 @@ export default async function flowPage(ctx, id) {
       h("dt", {}, "Tenant"), h("dd", {}, flow.tenant),
       h("dt", {}, "Principal"), h("dd", {}, p ? `${p.subject || "(machine)"} @ ${p.issuer}` : "public (no principal)"),
       h("dt", {}, "Client"), h("dd", {}, `${flow.client?.name || "unnamed"} ${flow.client?.version || ""} · protocol ${flow.era}${p?.client ? " · OAuth client " + p.client : ""}`),
+      flow.sessionId ? [h("dt", {}, "Legacy session"), h("dd", {}, h("a", { class: "mono", href: "/admin/flows?" + new URLSearchParams({ tenant: flow.tenant, session: flow.sessionId }), "data-link": true, title: "every call of this session" }, flow.sessionId))] : null,
       h("dt", {}, "Started"), h("dd", {}, time(flow.startedAt)),
       h("dt", {}, "Changed"), h("dd", {}, time(flow.updatedAt)),
       h("dt", {}, "Server time"), h("dd", {}, duration(flow.serverMs)),

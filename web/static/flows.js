@@ -5,10 +5,12 @@
 import { api, stream } from "./api.js";
 import { h, STATES, stateBadge, stateWord, duration, since, errorBox, empty, shortIssuer, timeEl, tickTimes, confirmDialog, toast } from "./ui.js";
 
-// FILTERS are the page's filters, as the URL keeps them. target, subject
-// and client are exact (links from other pages set them); q searches
+// FILTERS are the page's filters, as the URL keeps them. target,
+// subject, client and session are exact (links from other pages set
+// them, and the page shows each as a chip that removes it); q searches
 // ids, targets, principals and clients by prefix.
-const FILTERS = ["tenant", "state", "q", "kind", "method", "issuer", "target", "subject", "client", "key", "waitingLongerThan", "minRounds", "since", "sort"];
+const FILTERS = ["tenant", "state", "q", "kind", "method", "issuer", "target", "subject", "client", "session", "key", "waitingLongerThan", "minRounds", "since", "sort"];
+const EXACT = { target: "Target", subject: "Principal", client: "Client", session: "Legacy session" };
 const KINDS = { "": "any kind", call: "calls (one round)", flow: "multi-round flows", legacy: "bridged legacy flows", task: "tasks" };
 const METHODS = { "": "any method", "tools/call": "tools/call", "prompts/get": "prompts/get", "resources/read": "resources/read" };
 const SINCE = { "": "any time", "1h": "last hour", "24h": "last 24 hours", "168h": "last 7 days" };
@@ -34,7 +36,7 @@ function writeFilters(f) {
 // and a bulk cancel's filter), without the state and the sort.
 function selection(f) {
   const out = {};
-  for (const k of ["tenant", "q", "kind", "method", "issuer", "target", "subject", "client", "key", "waitingLongerThan", "minRounds"]) if (f[k]) out[k] = f[k];
+  for (const k of ["tenant", "q", "kind", "method", "issuer", "target", "subject", "client", "session", "key", "waitingLongerThan", "minRounds"]) if (f[k]) out[k] = f[k];
   if (f.since) out.since = new Date(Date.now() - parseDuration(f.since)).toISOString().replace(/\.\d+Z$/, "Z");
   return out;
 }
@@ -65,6 +67,7 @@ function matches(f, flow) {
   if (f.target && flow.target !== f.target) return false;
   if (f.subject && flow.principal?.subject !== f.subject) return false;
   if (f.client && flow.client?.name !== f.client) return false;
+  if (f.session && flow.sessionId !== f.session) return false;
   if (f.key && flow.keyId !== f.key) return false;
   if (f.minRounds && flow.rounds < Number(f.minRounds)) return false;
   if (f.waitingLongerThan && !(flow.state === "awaiting_input" && since(flow.waitingSince) > parseDuration(f.waitingLongerThan))) return false;
@@ -115,6 +118,18 @@ export default async function flowsPage(ctx) {
     }, e.target.tagName === "INPUT" ? 300 : 0);
   });
 
+  // The exact filters a link set, each a chip that removes it: a page
+  // reached from a session or a principal says what it shows.
+  const exact = h("div", { class: "exact", role: "group", "aria-label": "Exact filters" });
+  function renderExact() {
+    exact.replaceChildren(...Object.entries(EXACT).filter(([k]) => f[k]).map(([k, label]) =>
+      h("button", { type: "button", class: "keychip", dataset: { filter: k }, title: "Remove this filter", "aria-label": `Remove the filter ${label} ${f[k]}`,
+        onclick: () => { f[k] = ""; writeFilters(f); renderExact(); reload(); } },
+      label + ": ", h("span", { class: "mono" }, f[k]), " ×")));
+    exact.hidden = exact.childElementCount === 0;
+  }
+  renderExact();
+
   // Fixed widths, each at least its header's word; the target takes the
   // rest. On a phone each row is a card instead (app.css).
   const table = h("table", { class: "grid flows", "aria-label": "Flows" },
@@ -134,7 +149,7 @@ export default async function flowsPage(ctx) {
 
   main.append(
     h("div", { class: "bar" }, h("h1", {}, "Flows"), h("span", { class: "spacer" }), live, pauseBtn, bulk),
-    counts, form, status, table, h("div", { class: "bar" }, more,
+    counts, form, exact, status, table, h("div", { class: "bar" }, more,
       h("span", { class: "hint" }, h("kbd", {}, "j"), "/", h("kbd", {}, "k"), " move · ", h("kbd", {}, "Enter"), " open · ",
         h("kbd", {}, "/"), " filter · ", h("kbd", {}, "p"), " pause")));
 
