@@ -50,6 +50,10 @@ type sessionView struct {
 	// CallsInFlight counts its bridged calls whose stream began and that
 	// have not ended (waiting on the client, or running).
 	CallsInFlight int `json:"callsInFlight"`
+	// OpenStreams counts its open streams on every replica (the GET
+	// stream, call streams, tasks/result waits), as each replica last
+	// reported them: within 30 s.
+	OpenStreams int `json:"openStreams"`
 }
 
 func viewSession(ls *store.LegacySession) sessionView {
@@ -110,8 +114,13 @@ func (s *Server) listSessions(c *gin.Context) {
 		s.storeProblem(c, err)
 		return
 	}
+	streams, err := s.opts.LegacySessions.OpenStreams(c.Request.Context(), ids)
+	if err != nil {
+		s.storeProblem(c, err)
+		return
+	}
 	for i := range out.Items {
-		out.Items[i].CallsInFlight = calls[out.Items[i].ID]
+		out.Items[i].CallsInFlight, out.Items[i].OpenStreams = calls[out.Items[i].ID], streams[out.Items[i].ID]
 	}
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, out)

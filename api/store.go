@@ -58,4 +58,5 @@ type AuditLog interface {
 type SessionLister interface {
 	List(ctx context.Context, tenantID, after string, limit int) ([]store.LegacySession, error)
 	CallsInFlight(ctx context.Context, tenantID string, sessionIDs []string) (map[string]int, error)
+	OpenStreams(ctx context.Context, sessionIDs []string) (map[string]int, error)
 }

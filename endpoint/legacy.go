@@ -76,13 +76,15 @@ type legacy struct {
 	// calls are those whose streams are stored.
 	holder string
 	calls  *heldCalls
-	// seen are the sessions used since the last touchEvery.
-	seen   *seenSessions
-	ended  *endedSessions
-	relay  *relay
-	levels *levels
-	starts *startLimits
-	done   chan struct{}
+	// seen are the sessions used since the last touchEvery; streams
+	// counts the streams open here per session.
+	seen    *seenSessions
+	streams *openStreams
+	ended   *endedSessions
+	relay   *relay
+	levels  *levels
+	starts  *startLimits
+	done    chan struct{}
 }
 
 func newLegacy(ctx context.Context, e *Handler, opts LegacyOptions) *legacy {
@@ -104,7 +106,7 @@ func newLegacy(ctx context.Context, e *Handler, opts LegacyOptions) *legacy {
 	if opts.SessionsPerTenant <= 0 {
 		opts.SessionsPerTenant = 10_000
 	}
-	l := &legacy{e: e, ctx: ctx, opts: opts, holder: newStreamID(), calls: &heldCalls{m: map[string]*callLog{}}, seen: &seenSessions{ids: map[string]struct{}{}}, ended: newEndedSessions(), relay: newRelay(e.opts.Sessions, e.log),
+	l := &legacy{e: e, ctx: ctx, opts: opts, holder: newStreamID(), calls: &heldCalls{m: map[string]*callLog{}}, seen: &seenSessions{ids: map[string]struct{}{}}, streams: &openStreams{n: map[string]int{}}, ended: newEndedSessions(), relay: newRelay(e.opts.Sessions, e.log),
 		levels: newLevels(e.opts.Refresh), starts: newStartLimits(opts.InitializePerCaller, opts.InitializePerTenant), done: make(chan struct{})}
 	go l.run(ctx)
 	return l
@@ -128,9 +130,11 @@ func (l *legacy) run(ctx context.Context) {
 		case <-ctx.Done():
 			l.relay.stopAll()
 			l.touch(context.WithoutCancel(ctx))
+			l.reportStreams(context.WithoutCancel(ctx), true)
 			return
 		case <-touch.C:
 			l.touch(ctx)
+			l.reportStreams(ctx, false)
 		case <-prune.C:
 			if l.opts.SessionIdle > 0 {
 				if n, err := l.e.opts.Sessions.EndIdle(ctx, time.Now().Add(-l.opts.SessionIdle)); err != nil && ctx.Err() == nil {
@@ -177,6 +181,72 @@ func (s *seenSessions) take() []string {
 	out := slices.Collect(maps.Keys(s.ids))
 	clear(s.ids)
 	return out
+}
+
+// openStreams counts a replica's open streams per session: the
+// standalone GET stream, call streams, resumed streams and tasks/result
+// waits. The admin API reads them fleet-wide from the reports each
+// replica writes with its sessions' use.
+type openStreams struct {
+	mu sync.Mutex
+	n  map[string]int
+	// reported says the last report held any stream.
+	reported bool
+}
+
+// open counts a stream of session id until its request ends (its client
+// went away, or its handler returned) or release is called, whichever
+// comes first.
+func (o *openStreams) open(ctx context.Context, id string) (release func()) {
+	o.mu.Lock()
+	o.n[id]++
+	o.mu.Unlock()
+	var once sync.Once
+	closed := func() {
+		once.Do(func() {
+			o.mu.Lock()
+			if o.n[id]--; o.n[id] <= 0 {
+				delete(o.n, id)
+			}
+			o.mu.Unlock()
+		})
+	}
+	stop := context.AfterFunc(ctx, closed)
+	return func() { stop(); closed() }
+}
+
+// counts copies the counts.
+func (o *openStreams) counts() map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.n)
+}
+
+// streamReportLife is how long a replica's report of its open streams
+// stands, in TouchEvery periods: a report is rewritten each period, so
+// one missed write (a database blip) drops nothing, and a killed
+// replica's streams stop counting within it.
+const streamReportLife = 3
+
+// reportStreams writes this replica's open streams per session, or,
+// leaving, withdraws them; a replica with none and none reported writes
+// nothing.
+func (l *legacy) reportStreams(ctx context.Context, leaving bool) {
+	counts := l.streams.counts()
+	if leaving {
+		counts = nil
+	}
+	if len(counts) == 0 && !l.streams.reported {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeWrite)
+	defer cancel()
+	expires := time.Now().Add(streamReportLife * l.opts.TouchEvery)
+	if err := l.e.opts.Sessions.ReportStreams(ctx, l.holder, counts, expires); err != nil {
+		l.e.log.Warn("reporting open legacy streams failed; the admin API may miss some", "sessions", len(counts), "err", err)
+		return
+	}
+	l.streams.reported = len(counts) > 0
 }
 
 // touch writes which sessions were used since it last did, in one
@@ -721,6 +791,7 @@ func (l *legacy) standalone(x *exchange, snap *snapshot, p *auth.Principal, s *s
 		return
 	}
 	defer hold.release()
+	defer l.streams.open(x.req.Context(), s.id)()
 	// Held by the relay, so that the session's end, here or on another
 	// replica, ends the stream at once.
 	ctx, cancel := context.WithCancel(x.ctx)

@@ -62,6 +62,9 @@ type bridged struct {
 	stored    *callLog
 	resumable atomic.Bool
 	asked     bool
+	// closeStream stops counting the call's stream as open (it counts
+	// until its client goes away or the call ends).
+	closeStream func()
 }
 
 // legRequest is a request sent to the client on the call's stream.
@@ -166,6 +169,9 @@ func (l *legacy) serveBridged(x *exchange, c *call, s *session, body []byte, cl 
 	defer func() {
 		if b.stored != nil && cl == nil {
 			b.stored.close()
+		}
+		if b.closeStream != nil {
+			b.closeStream()
 		}
 	}()
 	b.run(ctx, c, r)
@@ -734,6 +740,7 @@ func (b *bridged) stream() *sseWriter {
 	}
 	sse := newSSE(b.x.w)
 	b.x.sse = sse
+	b.closeStream = b.l.streams.open(b.x.req.Context(), b.s.id)
 	b.stored = b.l.newCallLog(b.bc.tenantID, b.s, b.body)
 	sse.log = b.stored
 	b.resumable.Store(true)

@@ -333,6 +333,7 @@ func (l *legacy) resume(x *exchange, snap *snapshot, p *auth.Principal, s *sessi
 		return
 	}
 	defer hold.release()
+	defer l.streams.open(x.req.Context(), s.id)()
 	sse := newSSE(x.w)
 	sse.noIDs = true // the stored events' ids are written as they were
 	x.sse, x.round.Answered = sse, true

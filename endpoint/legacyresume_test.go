@@ -403,3 +403,59 @@ func TestACallStreamResumesOnAnotherReplicaAndIsTakenOverWhenItsHolderLeaves(t *
 		t.Fatalf("flow %v", flow)
 	}
 }
+
+// TestTheSessionsAPICountsEachSessionsOpenStreams: a session's open
+// streams (its standalone GET stream and a call stream waiting on its
+// question) are counted in the sessions API, another session's are
+// not; each stops counting once its client goes away, the call stream
+// too although its call still waits to be resumed.
+func TestTheSessionsAPICountsEachSessionsOpenStreams(t *testing.T) {
+	h := newHook(t, answersHook)
+	p := setup(t, h, platformtest.WithServer(func(o *endpoint.Options) { o.Legacy.TouchEvery = 100 * time.Millisecond }))
+	h.setSecret(p.Tool(t, "acme", chainTool("order", h.URL)))
+	c := newLegacyClient(t, legacyURL(p, "acme"))
+	c.initialize("2025-11-25", legacyCaps)
+	other := newLegacyClient(t, legacyURL(p, "acme"))
+	other.initialize("2025-11-25", legacyCaps)
+	nonce := func(c *legacyClient) string { return strings.SplitN(c.session, ".", 2)[0] }
+	streams := func() map[string]any {
+		out := map[string]any{}
+		for _, it := range p.MustAdmin(t, 200, "GET", "/api/v1/tenants/acme/sessions", nil)["items"].([]any) {
+			s := it.(map[string]any)
+			out[s["id"].(string)] = s["openStreams"]
+		}
+		return out
+	}
+	want := func(what string, n float64) {
+		t.Helper()
+		testwait.Until(t, what, func() bool {
+			got := streams()
+			return got[nonce(c)] == n && got[nonce(other)] == float64(0)
+		})
+	}
+	want("no stream yet", 0)
+
+	get, _ := http.NewRequest(http.MethodGet, c.url, nil)
+	get.Header = c.header()
+	get.Header.Set("Accept", "text/event-stream")
+	standalone, err := http.DefaultClient.Do(get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstEvent(t, standalone)
+	asked, leave := make(chan struct{}), make(chan struct{})
+	go c.exchange("tools/call", obj{"name": "order", "arguments": obj{}}, func(m map[string]any) bool {
+		if m["method"] != "elicitation/create" {
+			return false
+		}
+		close(asked)
+		<-leave
+		return true // the client goes away, its question unanswered
+	})
+	testwait.Recv(t, asked, "the call's question")
+	want("the GET stream and the call's stream", 2)
+	standalone.Body.Close()
+	want("the call's stream, once the GET stream's client went away", 1)
+	close(leave)
+	want("none, once the call's client went away too", 0)
+}

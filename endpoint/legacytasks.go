@@ -285,6 +285,7 @@ func (l *legacy) v1Result(x *exchange, c *call, s *session) {
 		return
 	}
 	defer hold.release()
+	defer l.streams.open(x.req.Context(), s.id)()
 	ctx, cancel := context.WithCancel(x.ctx)
 	defer cancel()
 	held := &bridgeCall{tenantID: c.snap.tenantID, session: s.id, target: callTarget(s.id, c.id), cancel: cancel}

@@ -41,6 +41,9 @@ type SessionStore interface {
 	Touch(ctx context.Context, ids []string, at time.Time) error
 	EndIdle(ctx context.Context, before time.Time) (int64, error)
 	Prune(ctx context.Context, maxRelayAge time.Duration) (sessions, relay int64, err error)
+	// ReportStreams replaces this replica's report of its open streams
+	// per session, for the admin API.
+	ReportStreams(ctx context.Context, replica string, counts map[string]int, expires time.Time) error
 	// Shared reports whether replicas share the database, so a message
 	// may have to be relayed (PostgreSQL; never on SQLite's one node).
 	Shared() bool

@@ -32,3 +32,10 @@ func (s LegacySessions) CreateRelay(ctx context.Context, id, tenantID string, cr
 func (s LegacySessions) PruneExpiredSessions(ctx context.Context) (rows, statements int64, err error) {
 	return s.deleteInBatches(ctx, "legacy_sessions", "expires_at", time.Now().UTC())
 }
+
+// StreamReports counts the rows of every replica's stream reports.
+func (s LegacySessions) StreamReports(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.db.WithContext(ctx).Model(&LegacySessionStreams{}).Count(&n).Error
+	return n, err
+}

@@ -258,10 +258,10 @@ func (s LegacySessions) List(ctx context.Context, tenantID, after string, limit 
 	return out, nil
 }
 
-// Prune deletes expired sessions and relay messages older than
-// maxRelayAge (nobody took them: their call had ended), each in bounded
-// batches (deleteInBatches); it returns how many rows of each it
-// deleted.
+// Prune deletes expired sessions, relay messages older than
+// maxRelayAge (nobody took them: their call had ended) and expired
+// stream reports, each in bounded batches; it returns how many sessions
+// and relay messages it deleted.
 func (s LegacySessions) Prune(ctx context.Context, maxRelayAge time.Duration) (sessions, relay int64, err error) {
 	now := time.Now().UTC()
 	if sessions, _, err = s.deleteInBatches(ctx, "legacy_sessions", "expires_at", now); err != nil {
@@ -270,7 +270,76 @@ func (s LegacySessions) Prune(ctx context.Context, maxRelayAge time.Duration) (s
 	if relay, _, err = s.deleteInBatches(ctx, "legacy_relay", "created_at", now.Add(-maxRelayAge)); err != nil {
 		return sessions, relay, fmt.Errorf("prune legacy relay: %w", err)
 	}
-	return sessions, relay, nil
+	// Expired stream reports: a killed replica's, never withdrawn.
+	for {
+		res := s.db.WithContext(ctx).Exec("DELETE FROM legacy_session_streams WHERE (session_id, replica) IN "+
+			"(SELECT session_id, replica FROM legacy_session_streams WHERE expires_at < ? ORDER BY expires_at LIMIT ?)", now, pruneBatch)
+		if res.Error != nil {
+			return sessions, relay, fmt.Errorf("prune legacy stream reports: %w", res.Error)
+		}
+		if res.RowsAffected < int64(pruneBatch) {
+			return sessions, relay, nil
+		}
+	}
+}
+
+// LegacySessionStreams is one replica's report of a session's open
+// streams.
+type LegacySessionStreams struct {
+	SessionID string `gorm:"primaryKey"`
+	Replica   string `gorm:"primaryKey"`
+	Streams   int
+	ExpiresAt time.Time
+}
+
+// TableName is the legacy_session_streams table.
+func (LegacySessionStreams) TableName() string { return "legacy_session_streams" }
+
+// ReportStreams replaces replica's report of its open streams per
+// session (counts; none withdraws it), valid until expires, in one
+// transaction.
+func (s LegacySessions) ReportStreams(ctx context.Context, replica string, counts map[string]int, expires time.Time) error {
+	rows := make([]LegacySessionStreams, 0, len(counts))
+	for id, n := range counts {
+		if n > 0 {
+			rows = append(rows, LegacySessionStreams{SessionID: id, Replica: replica, Streams: n, ExpiresAt: expires.UTC()})
+		}
+	}
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Where("replica = ?", replica).Delete(&LegacySessionStreams{}).Error; err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		return tx.CreateInBatches(rows, 500).Error
+	})
+	if err != nil {
+		return fmt.Errorf("report open legacy streams: %w", err)
+	}
+	return nil
+}
+
+// OpenStreams sums the unexpired reports of the sessions' open streams,
+// by session id (a session with none is absent).
+func (s LegacySessions) OpenStreams(ctx context.Context, sessionIDs []string) (map[string]int, error) {
+	out := make(map[string]int, len(sessionIDs))
+	if len(sessionIDs) == 0 {
+		return out, nil
+	}
+	var rows []struct {
+		SessionID string
+		N         int
+	}
+	err := s.db.WithContext(ctx).Model(&LegacySessionStreams{}).Select("session_id, SUM(streams) AS n").
+		Where("session_id IN ? AND expires_at > ?", sessionIDs, time.Now().UTC()).Group("session_id").Scan(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("count open legacy streams: %w", err)
+	}
+	for _, r := range rows {
+		out[r.SessionID] = r.N
+	}
+	return out, nil
 }
 
 // pruneBatch is how many rows one statement of a sweep deletes. A sweep

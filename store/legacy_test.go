@@ -136,3 +136,60 @@ func BenchmarkPruneLegacy(b *testing.B) {
 		})
 	}
 }
+
+// TestStreamReportsSumAcrossReplicasAndExpire: each replica's report of
+// its open streams replaces its last one; the count of a session sums
+// the replicas' unexpired reports; a withdrawn report counts no more;
+// an expired one (a killed replica's) counts no more and the sweep
+// deletes it, in bounded statements, leaving the live ones; on both
+// databases.
+func TestStreamReportsSumAcrossReplicasAndExpire(t *testing.T) {
+	defer store.SetPruneBatch(100)()
+	for _, d := range platformtest.Dialects() {
+		t.Run(d.Name, func(t *testing.T) {
+			ctx := context.Background()
+			ls := acmeStore(t, d.New(t), false).Legacy()
+			now := time.Now()
+			count := func(want map[string]int) {
+				t.Helper()
+				got, err := ls.OpenStreams(ctx, []string{"s1", "s2", "s3", "s4"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("open streams %v, want %v", got, want)
+				}
+			}
+			must := func(err error) {
+				t.Helper()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			must(ls.ReportStreams(ctx, "r1", map[string]int{"s1": 2, "s2": 1}, now.Add(time.Minute)))
+			must(ls.ReportStreams(ctx, "r2", map[string]int{"s1": 1, "s3": 0}, now.Add(time.Minute)))
+			count(map[string]int{"s1": 3, "s2": 1})
+			// r1's next report replaces its last: s2's stream closed.
+			must(ls.ReportStreams(ctx, "r1", map[string]int{"s1": 1}, now.Add(time.Minute)))
+			count(map[string]int{"s1": 2})
+			// r2 leaves: it withdraws its report.
+			must(ls.ReportStreams(ctx, "r2", nil, now.Add(time.Minute)))
+			count(map[string]int{"s1": 1})
+			// A killed replica's report, expired, counts no more, and the
+			// sweep deletes it.
+			dead := map[string]int{"s4": 5}
+			for i := range 249 {
+				dead[fmt.Sprintf("gone%03d", i)] = 1
+			}
+			must(ls.ReportStreams(ctx, "r3", dead, now.Add(-time.Second)))
+			count(map[string]int{"s1": 1})
+			if _, _, err := ls.Prune(ctx, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := ls.StreamReports(ctx); err != nil || n != 1 {
+				t.Fatalf("%d stream reports left after the sweep (%v), want r1's 1", n, err)
+			}
+			count(map[string]int{"s1": 1})
+		})
+	}
+}

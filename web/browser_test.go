@@ -29,14 +29,23 @@ type obj = map[string]any
 // the test's own set-up, and more settings applied.
 func adminPlatform(t *testing.T, clientID string, more ...func(*config.Config)) (*platformtest.Platform, *oidctest.Provider) {
 	t.Helper()
-	op := oidctest.Start(t)
-	p := platformtest.Start(t, platformtest.SQLiteURL(t), platformtest.WithConfig(func(c *config.Config) {
-		c.AdminIssuer, c.AdminClientID, c.AdminClientSecret = op.Issuer, clientID, "s3cret"
-		c.KeepBootstrapToken = true // the test sets up tenants with it
+	return adminPlatformWith(t, clientID, platformtest.WithConfig(func(c *config.Config) {
 		for _, f := range more {
 			f(c)
 		}
 	}))
+}
+
+// adminPlatformWith is adminPlatform with options of the platform's own
+// (the config's options apply after the admin sign-in's).
+func adminPlatformWith(t *testing.T, clientID string, opts ...platformtest.Option) (*platformtest.Platform, *oidctest.Provider) {
+	t.Helper()
+	op := oidctest.Start(t)
+	admin := platformtest.WithConfig(func(c *config.Config) {
+		c.AdminIssuer, c.AdminClientID, c.AdminClientSecret = op.Issuer, clientID, "s3cret"
+		c.KeepBootstrapToken = true // the test sets up tenants with it
+	})
+	p := platformtest.Start(t, platformtest.SQLiteURL(t), append([]platformtest.Option{admin}, opts...)...)
 	oidctest.RegisterWebClient(clientID, "s3cret", p.URL+"/admin/callback")
 	return p, op
 }

@@ -1,7 +1,7 @@
 // The Sessions page: a tenant's live legacy (2025-11-25 and earlier)
-// client sessions: which client, whose, how old, when last used, and the
-// calls each has in flight, linked to the flows of that client and
-// principal. Sessions end singly or all at once, with a reason, audited.
+// client sessions: which client, whose, how old, when last used, its
+// open streams, and the calls each has in flight, linked to exactly
+// those calls in the flow record. Sessions end singly or all at once, with a reason, audited.
 // The list is read again every 5 s; rows are kept by session id and
 // changed in place, so nothing jumps.
 import { api } from "./api.js";
@@ -24,9 +24,10 @@ export default async function sessionsPage(ctx) {
   const tbody = h("tbody");
   const table = h("table", { class: "grid sessions", "aria-label": "Live legacy sessions" },
     h("colgroup", {}, h("col", { style: "width:16%" }), h("col", { style: "width:16%" }), h("col", { style: "width:112px" }), h("col", {}),
-      h("col", { style: "width:96px" }), h("col", { style: "width:104px" }), h("col", { style: "width:96px" }), h("col", { style: "width:96px" }), h("col", { style: "width:84px" })),
+      h("col", { style: "width:96px" }), h("col", { style: "width:104px" }), h("col", { style: "width:80px" }), h("col", { style: "width:88px" }), h("col", { style: "width:96px" }), h("col", { style: "width:84px" })),
     h("thead", {}, h("tr", {}, h("th", {}, "Session"), h("th", {}, "Client"), h("th", {}, "Protocol"), h("th", {}, "Principal"),
       h("th", { class: "num" }, "Started"), h("th", { class: "num", title: "last used, to within 30 s" }, "Last active"),
+      h("th", { class: "num", title: "streams open on any replica (the GET stream, call streams, task waits), to within 30 s" }, "Streams"),
       h("th", { class: "num", title: "bridged calls whose stream began and that have not ended" }, "In flight"),
       h("th", { class: "num" }, "Expires"), h("th", {}, h("span", { class: "visually-hidden" }, "Actions")))),
     tbody);
@@ -38,12 +39,8 @@ export default async function sessionsPage(ctx) {
     h("p", { class: "hint" }, "Sessions of initialization-era clients (protocol 2025-11-25 and earlier). An ended session's id gets 404 on every replica; its client starts a new one. Sessions unused for an hour end by themselves."));
 
   const rows = new Map(); // session id → tr
-  const flowsOf = (s) => {
-    const q = new URLSearchParams({ tenant: slug, kind: "legacy" });
-    if (s.client?.name) q.set("client", s.client.name);
-    if (s.principal?.subject) q.set("subject", s.principal.subject);
-    return "/admin/flows?" + q;
-  };
+  // A session's flows and calls, or those of them in flight.
+  const flowsOf = (s, state) => "/admin/flows?" + new URLSearchParams({ tenant: slug, session: s.id, ...(state ? { state } : {}) });
 
   function row(s) {
     const p = s.principal;
@@ -51,7 +48,7 @@ export default async function sessionsPage(ctx) {
       ? h("button", { type: "button", "data-action": "end", "aria-label": `End session ${s.id}`, onclick: () => endOne(s) }, "End")
       : null;
     return h("tr", { dataset: { id: s.id } },
-      h("td", { class: "mono c-id", title: s.id }, s.id),
+      h("td", { class: "mono c-id" }, h("a", { href: flowsOf(s), "data-link": true, title: `every call of session ${s.id}` }, s.id)),
       h("td", { class: "c-client", title: s.client ? `${s.client.name} ${s.client.version}` : "" },
         s.client ? [s.client.name, h("span", { class: "sub" }, " " + (s.client.version || ""))] : h("span", { class: "sub" }, "unnamed")),
       h("td", { class: "c-proto" }, s.protocolVersion),
@@ -59,9 +56,10 @@ export default async function sessionsPage(ctx) {
         p ? [p.subject || "(machine)", h("span", { class: "sub" }, " @" + shortIssuer(p.issuer))] : h("span", { class: "sub" }, "no principal")),
       timeEl(s.createdAt, "td", { class: "num" }),
       timeEl(s.lastSeenAt, "td", { class: "num c-seen" }),
+      h("td", { class: "num c-streams" }, s.openStreams ? String(s.openStreams) : h("span", { class: "sub" }, "0")),
       h("td", { class: "num c-inflight" }, s.callsInFlight
-        ? h("a", { href: flowsOf(s), "data-link": true, title: "flows of this client and principal" }, h("span", { class: "badge s-awaiting_input" }, String(s.callsInFlight)))
-        : h("a", { href: flowsOf(s), "data-link": true, class: "sub", title: "flows of this client and principal" }, "0")),
+        ? h("a", { href: flowsOf(s, "awaiting_input,running"), "data-link": true, title: "this session's calls in flight" }, h("span", { class: "badge s-awaiting_input" }, String(s.callsInFlight)))
+        : h("a", { href: flowsOf(s), "data-link": true, class: "sub", title: "every call of this session" }, "0")),
       timeEl(s.expiresAt, "td", { class: "num" }),
       h("td", { class: "c-actions" }, end));
   }
@@ -84,7 +82,7 @@ export default async function sessionsPage(ctx) {
     });
     for (const [id, tr] of rows) if (!seen.has(id)) { tr.remove(); rows.delete(id); }
     tbody.querySelector("tr.none")?.remove();
-    if (!list.items.length) tbody.append(h("tr", { class: "none" }, h("td", { colspan: 9 }, empty("No live sessions."))));
+    if (!list.items.length) tbody.append(h("tr", { class: "none" }, h("td", { colspan: 10 }, empty("No live sessions."))));
     count.textContent = `${list.items.length}${list.nextCursor ? "+" : ""} live`;
     endAll.hidden = !ctx.can(slug) || !list.items.length;
     endAll.textContent = `End all ${list.items.length}${list.nextCursor ? "+" : ""}…`;
