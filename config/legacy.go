@@ -37,6 +37,11 @@ type LegacyConfig struct {
 	// SessionIdle ends a session that was not used (no request, no open
 	// stream, no call waiting) for that long; 0 never does.
 	SessionIdle time.Duration
+	// CallsPerSession caps a session's bridged calls in flight on one
+	// replica: a call whose client went away still waits (its stream
+	// may be resumed), holding a lease and its stored events, so a
+	// client must not pile them up.
+	CallsPerSession int
 }
 
 // maxLegacySessionTTL is the longest session: the longest lifetime a
@@ -53,6 +58,7 @@ func legacyFlags(fs *flag.FlagSet, c *LegacyConfig) {
 	fs.IntVar(&c.SessionsPerCaller, "legacy-sessions-per-caller", 100, "live legacy sessions one caller may hold on a tenant, fleet-wide")
 	fs.IntVar(&c.SessionsPerTenant, "legacy-sessions-per-tenant", 10_000, "live legacy sessions a tenant's callers may hold in all, fleet-wide")
 	fs.DurationVar(&c.SessionIdle, "legacy-session-idle", time.Hour, "end a legacy session unused for this long (0: never; else 1m to 24h)")
+	fs.IntVar(&c.CallsPerSession, "legacy-calls-per-session", 32, "bridged calls one legacy session may have in flight on each replica (waiting on its client, or running)")
 }
 
 func (c *LegacyConfig) validate() []error {
@@ -75,6 +81,9 @@ func (c *LegacyConfig) validate() []error {
 		errs = append(errs, errors.New("legacy-sessions-per-caller must be between 1 and 1000000, legacy-sessions-per-tenant between 1 and 100000000"))
 	} else if c.SessionsPerCaller > c.SessionsPerTenant {
 		errs = append(errs, errors.New("legacy-sessions-per-caller cannot exceed legacy-sessions-per-tenant"))
+	}
+	if c.CallsPerSession < 1 || c.CallsPerSession > 10_000 {
+		errs = append(errs, errors.New("legacy-calls-per-session must be between 1 and 10000"))
 	}
 	if c.SessionIdle != 0 && (c.SessionIdle < time.Minute || c.SessionIdle > maxLegacySessionTTL) {
 		errs = append(errs, errors.New("legacy-session-idle must be 0 (never) or between 1m and 24h"))

@@ -388,6 +388,9 @@ func TestInvalidSettingsAreRefusedNamingEach(t *testing.T) {
 		{"schedule interval", []string{"--keys-schedule-interval=1ms"}, []string{"keys-schedule-interval must be at least 10ms"}},
 		{"rotation period", []string{"--keys-rotation-period=500ms"}, []string{"keys-rotation-period must be at least 1s"}},
 		{"vault timeout", []string{"--vault-timeout=0s"}, []string{"vault-timeout must be positive"}},
+		{"calls per legacy session", []string{"--legacy-calls-per-session=0"}, []string{"legacy-calls-per-session must be between 1 and 10000"}},
+		{"calls per legacy session, too many", []string{"--legacy-calls-per-session=10001"}, []string{"legacy-calls-per-session must be between 1 and 10000"}},
+		{"calls per legacy session, one", []string{"--legacy-calls-per-session=1"}, nil},
 		{"every problem at once", []string{"--max-body-bytes=1", "--log-level=loud", "--keys-provider=vault", "--vault-timeout=-1s"},
 			[]string{"max-body-bytes", "log-level", "keys-provider=vault needs vault-addr", "vault-timeout"}},
 	} {

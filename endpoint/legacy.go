@@ -59,6 +59,9 @@ type LegacyOptions struct {
 	SessionsPerCaller, SessionsPerTenant int
 	// SessionIdle ends a session unused for that long (0: never).
 	SessionIdle time.Duration
+	// CallsPerSession caps a session's bridged calls in flight on this
+	// replica (0: 32).
+	CallsPerSession int
 	// TouchEvery is how often a replica writes which sessions it saw
 	// used (0: 30 s); Sweep how often it ends idle sessions and prunes
 	// expired ones (0: a minute).
@@ -80,11 +83,13 @@ type legacy struct {
 	// counts the streams open here per session.
 	seen    *seenSessions
 	streams *openStreams
-	ended   *endedSessions
-	relay   *relay
-	levels  *levels
-	starts  *startLimits
-	done    chan struct{}
+	// bridging counts each session's bridged calls in flight here.
+	bridging *perSession
+	ended    *endedSessions
+	relay    *relay
+	levels   *levels
+	starts   *startLimits
+	done     chan struct{}
 }
 
 func newLegacy(ctx context.Context, e *Handler, opts LegacyOptions) *legacy {
@@ -106,7 +111,10 @@ func newLegacy(ctx context.Context, e *Handler, opts LegacyOptions) *legacy {
 	if opts.SessionsPerTenant <= 0 {
 		opts.SessionsPerTenant = 10_000
 	}
-	l := &legacy{e: e, ctx: ctx, opts: opts, holder: newStreamID(), calls: &heldCalls{m: map[string]*callLog{}}, seen: &seenSessions{ids: map[string]struct{}{}}, streams: &openStreams{n: map[string]int{}}, ended: newEndedSessions(), relay: newRelay(e.opts.Sessions, e.log),
+	if opts.CallsPerSession <= 0 {
+		opts.CallsPerSession = 32
+	}
+	l := &legacy{e: e, ctx: ctx, opts: opts, holder: newStreamID(), calls: &heldCalls{m: map[string]*callLog{}}, seen: &seenSessions{ids: map[string]struct{}{}}, streams: &openStreams{perSession: perSession{n: map[string]int{}}}, bridging: &perSession{n: map[string]int{}}, ended: newEndedSessions(), relay: newRelay(e.opts.Sessions, e.log),
 		levels: newLevels(e.opts.Refresh), starts: newStartLimits(opts.InitializePerCaller, opts.InitializePerTenant), done: make(chan struct{})}
 	go l.run(ctx)
 	return l
@@ -188,8 +196,7 @@ func (s *seenSessions) take() []string {
 // waits. The admin API reads them fleet-wide from the reports each
 // replica writes with its sessions' use.
 type openStreams struct {
-	mu sync.Mutex
-	n  map[string]int
+	perSession
 	// reported says the last report held any stream.
 	reported bool
 }
@@ -198,28 +205,44 @@ type openStreams struct {
 // went away, or its handler returned) or release is called, whichever
 // comes first.
 func (o *openStreams) open(ctx context.Context, id string) (release func()) {
-	o.mu.Lock()
-	o.n[id]++
-	o.mu.Unlock()
+	o.enter(id, 0)
 	var once sync.Once
-	closed := func() {
-		once.Do(func() {
-			o.mu.Lock()
-			if o.n[id]--; o.n[id] <= 0 {
-				delete(o.n, id)
-			}
-			o.mu.Unlock()
-		})
-	}
+	closed := func() { once.Do(func() { o.leave(id) }) }
 	stop := context.AfterFunc(ctx, closed)
 	return func() { stop(); closed() }
 }
 
+// perSession counts something of each session, within a cap.
+type perSession struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// enter counts one more for session id unless it has max already (max
+// 0: whatever it has); leave undoes an enter that returned true.
+func (p *perSession) enter(id string, max int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if max > 0 && p.n[id] >= max {
+		return false
+	}
+	p.n[id]++
+	return true
+}
+
+func (p *perSession) leave(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n[id]--; p.n[id] <= 0 {
+		delete(p.n, id)
+	}
+}
+
 // counts copies the counts.
-func (o *openStreams) counts() map[string]int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return maps.Clone(o.n)
+func (p *perSession) counts() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.n)
 }
 
 // streamReportLife is how long a replica's report of its open streams

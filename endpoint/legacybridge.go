@@ -135,6 +135,19 @@ func (l *legacy) bridge(x *exchange, c *call, s *session, body []byte) {
 // but not its cancellation, and ends with the call or when stopped
 // from outside.
 func (l *legacy) serveBridged(x *exchange, c *call, s *session, body []byte, cl *callLog, r *resumed) {
+	// A call taken over is one the session already had: counted, never
+	// refused.
+	limit := l.opts.CallsPerSession
+	if cl != nil {
+		limit = 0
+	}
+	if !l.bridging.enter(s.id, limit) {
+		x.w.Header().Set("Retry-After", "5")
+		x.fail(newError(http.StatusTooManyRequests, mcp.CodeInvalidRequest, fmt.Sprintf(
+			"Too many calls in flight: this session has %d, the most it may; wait for one to end, or cancel one (notifications/cancelled)", limit), nil))
+		return
+	}
+	defer l.bridging.leave(s.id)
 	level, err := l.sessionLevel(x.ctx, c.snap, s)
 	if err != nil {
 		l.storeFailed(x, c, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/opsmcp/platform/endpoint"
 	"github.com/opsmcp/platform/testkit/oidctest"
 	"github.com/opsmcp/platform/testkit/platformtest"
+	"github.com/opsmcp/platform/testkit/testwait"
 )
 
 var initializeBody = []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"limits","version":"1"}}}`)
@@ -227,4 +228,52 @@ func TestIdleSessionsEnd(t *testing.T) {
 	if _, status := busy.call("ping", obj{}); status != 200 {
 		t.Fatalf("the session in use answered HTTP %d", status)
 	}
+}
+
+// TestASessionsCallsInFlightAreCapped: a session may have at most
+// CallsPerSession bridged calls in flight (here 2), counting calls whose
+// client went away and that wait to be resumed; the next gets HTTP 429,
+// a JSON-RPC error naming the cap and Retry-After, and reaches no
+// webhook; another session is not held back; once a call ends
+// (cancelled), the session may call again.
+func TestASessionsCallsInFlightAreCapped(t *testing.T) {
+	h := newHook(t, answersHook)
+	p := setup(t, h, platformtest.WithServer(func(o *endpoint.Options) { o.Legacy.CallsPerSession = 2 }))
+	h.setSecret(p.Tool(t, "acme", chainTool("order", h.URL)))
+	c := newLegacyClient(t, legacyURL(p, "acme"))
+	c.initialize("2025-11-25", legacyCaps)
+	asked := func(m map[string]any) bool { return m["method"] == "elicitation/create" } // then the client goes away
+	for range 2 {
+		if _, status := c.exchange("tools/call", obj{"name": "order", "arguments": obj{}}, asked); status != 200 {
+			t.Fatalf("a call within the cap: HTTP %d", status)
+		}
+	}
+	deliveries := h.count()
+	third := c.post(c.url, obj{"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": obj{"name": "order", "arguments": obj{}}})
+	var msg struct {
+		Error struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(third.Body, &msg); err != nil || third.Status != 429 || third.Header.Get("Retry-After") == "" ||
+		msg.Error.Code != -32600 || !strings.Contains(msg.Error.Message, "this session has 2") {
+		t.Fatalf("a third call: HTTP %d, Retry-After %q, %s", third.Status, third.Header.Get("Retry-After"), third.Body)
+	}
+	if h.count() != deliveries {
+		t.Fatal("the refused call reached the webhook")
+	}
+	d := newLegacyClient(t, legacyURL(p, "acme"))
+	d.initialize("2025-11-25", legacyCaps)
+	if _, status := d.exchange("tools/call", obj{"name": "order", "arguments": obj{}}, asked); status != 200 {
+		t.Fatalf("another session's call: HTTP %d", status)
+	}
+	// The first call is cancelled: it ends, and the session may call again.
+	if r := c.post(c.url, obj{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": obj{"requestId": 1, "reason": "changed my mind"}}); r.Status != 202 {
+		t.Fatalf("cancel: HTTP %d %s", r.Status, r.Body)
+	}
+	testwait.Until(t, "a call admitted once one ended", func() bool {
+		_, status := c.exchange("tools/call", obj{"name": "order", "arguments": obj{}}, asked)
+		return status == 200
+	})
 }

@@ -196,7 +196,8 @@ func New(ctx context.Context, in *config.Config, log *slog.Logger, version strin
 		Legacy: endpoint.LegacyOptions{Serve: cfg.Legacy.Serve, RoundTimeout: cfg.Legacy.RoundTimeout,
 			MaxRounds: cfg.Legacy.MaxRounds, SessionTTL: cfg.Legacy.SessionTTL,
 			InitializePerCaller: cfg.Legacy.InitializePerCaller, InitializePerTenant: cfg.Legacy.InitializePerTenant,
-			SessionsPerCaller: cfg.Legacy.SessionsPerCaller, SessionsPerTenant: cfg.Legacy.SessionsPerTenant, SessionIdle: cfg.Legacy.SessionIdle},
+			SessionsPerCaller: cfg.Legacy.SessionsPerCaller, SessionsPerTenant: cfg.Legacy.SessionsPerTenant, SessionIdle: cfg.Legacy.SessionIdle,
+			CallsPerSession: cfg.Legacy.CallsPerSession},
 		// Discovery and JWKS fetches dial through the same egress policy as
 		// webhooks: the issuer URL is the tenant's to choose.
 		Verifier: auth.NewVerifier(auth.VerifierOptions{
