@@ -131,8 +131,10 @@ func (h itemHandlers) create(c *gin.Context) {
 		secret = catalogue.NewWebhookSecret()
 		it.WebhookSecret = &secret
 	}
-	if err := h.s.opts.Tenants.CreateItem(c.Request.Context(), c.Param("slug"), it, h.s.opts.CatalogueItems); err != nil {
-		h.s.storeProblem(c, err)
+	if err := h.s.opts.Tenants.CreateItem(c.Request.Context(), c.Param("slug"), it, h.s.opts.CatalogueItems, linkCheck(h.k.kind, def)); err != nil {
+		if !linkProblem(c, h.k.kind, err) {
+			h.s.storeProblem(c, err)
+		}
 		return
 	}
 	h.s.changed(c)
@@ -206,9 +208,11 @@ func (h itemHandlers) replace(c *gin.Context) {
 			it.WebhookSecret = &secret
 		}
 		return nil
-	})
+	}, linkCheck(h.k.kind, def))
 	if err != nil {
-		h.s.storeProblem(c, err)
+		if !linkProblem(c, h.k.kind, err) {
+			h.s.storeProblem(c, err)
+		}
 		return
 	}
 	h.s.changed(c)
@@ -223,8 +227,10 @@ func (h itemHandlers) delete(c *gin.Context) {
 		writeProblem(c, p)
 		return
 	}
-	if err := h.s.opts.Tenants.DeleteItem(c.Request.Context(), c.Param("slug"), string(h.k.kind), c.Param("name"), want); err != nil {
-		h.s.storeProblem(c, err)
+	if err := h.s.opts.Tenants.DeleteItem(c.Request.Context(), c.Param("slug"), string(h.k.kind), c.Param("name"), want, linkCheck(h.k.kind, nil)); err != nil {
+		if !linkProblem(c, h.k.kind, err) {
+			h.s.storeProblem(c, err)
+		}
 		return
 	}
 	h.s.changed(c)
@@ -243,7 +249,7 @@ func (h itemHandlers) rotateSecret(c *gin.Context) {
 		secret = catalogue.NewWebhookSecret()
 		it.WebhookSecret = &secret
 		return nil
-	})
+	}, nil)
 	if errors.Is(err, errNoHandler) {
 		writeProblem(c, probConflict.with(fmt.Sprintf("%s %q has no webhook handler, so it has no secret", h.k.kind, c.Param("name"))))
 		return

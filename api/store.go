@@ -21,11 +21,11 @@ type TenantStore interface {
 	Delete(ctx context.Context, slug string, ifVersion int64) error
 	IDsBySlug(ctx context.Context, slugs []string) (map[string]string, error)
 	SlugsByID(ctx context.Context, ids []string) (map[string]string, error)
-	CreateItem(ctx context.Context, slug string, it *store.Item, limit int) error
+	CreateItem(ctx context.Context, slug string, it *store.Item, limit int, check store.CatalogueCheck) error
 	GetItem(ctx context.Context, slug, kind, name string) (*store.Item, error)
 	ListItems(ctx context.Context, slug, kind, after string, limit int) ([]store.Item, error)
-	UpdateItem(ctx context.Context, slug, kind, name string, ifVersion int64, mutate func(*store.Item) error) (*store.Item, error)
-	DeleteItem(ctx context.Context, slug, kind, name string, ifVersion int64) error
+	UpdateItem(ctx context.Context, slug, kind, name string, ifVersion int64, mutate func(*store.Item) error, check store.CatalogueCheck) (*store.Item, error)
+	DeleteItem(ctx context.Context, slug, kind, name string, ifVersion int64, check store.CatalogueCheck) error
 	CatalogueCounts(ctx context.Context) (map[string]map[string]int64, error)
 }
 

@@ -79,6 +79,12 @@ type Tool struct {
 	// Task says whether the tool's calls may run as tasks (the Tasks
 	// extension), for work longer than one delivery's deadline.
 	Task *TaskSettings `json:"task,omitempty"`
+	// Icons are images clients may show for the tool.
+	Icons []Icon `json:"icons,omitempty"`
+	// Meta is the tool's _meta, served in tools/list as registered: the
+	// link to its view (ui.resourceUri, ui.visibility: MCP Apps) and
+	// other namespaced keys.
+	Meta json.RawMessage `json:"_meta,omitempty"`
 }
 
 // TaskSettings say whether a tool's calls run as tasks, and for how long.
@@ -188,6 +194,7 @@ type Prompt struct {
 	Messages    []PromptMessage  `json:"messages,omitempty"`
 	Handler     *Handler         `json:"handler,omitempty"`
 	Inputs      json.RawMessage  `json:"inputs,omitempty"`
+	Icons       []Icon           `json:"icons,omitempty"`
 }
 
 // Resource is a static resource: text or a base64 blob.
@@ -200,6 +207,13 @@ type Resource struct {
 	Text        *string         `json:"text,omitempty"`
 	Blob        string          `json:"blob,omitempty"`
 	Annotations json.RawMessage `json:"annotations,omitempty"`
+	Icons       []Icon          `json:"icons,omitempty"`
+	// Meta is the resource's _meta, on its list entry and on what a read
+	// returns: a view's ui (its CSP origins, permissions, domain, border).
+	Meta json.RawMessage `json:"_meta,omitempty"`
+	// CacheScope is what reads say of caching: "private" (the default:
+	// per user) or "public", content the same for every user.
+	CacheScope string `json:"cacheScope,omitempty"`
 }
 
 // ResourceTemplate is an RFC 6570 URI template whose reads go to a handler.
@@ -213,6 +227,10 @@ type ResourceTemplate struct {
 	// Completions offer values for template variables, by variable name.
 	Completions map[string][]string `json:"completions,omitempty"`
 	Inputs      json.RawMessage     `json:"inputs,omitempty"`
+	Icons       []Icon              `json:"icons,omitempty"`
+	// Meta is the template's _meta, on its list entry: a ui:// template's
+	// ui, which its handler's answers may carry too.
+	Meta json.RawMessage `json:"_meta,omitempty"`
 }
 
 // NewWebhookSecret returns a fresh webhook signing secret. It is shown to

@@ -146,6 +146,18 @@ func ValidateTool(t *Tool) error {
 			p.add(fmt.Sprintf("scopes[%d]", i), "must be a non-empty scope token")
 		}
 	}
+	p.icons("icons", t.Icons)
+	p.toolMeta(t)
+	// A call a view makes reaches the platform as any other: nothing
+	// tells the host what to do with questions or a task on it.
+	if t.AppOnly() {
+		if len(t.Inputs) > 0 && string(t.Inputs) != "null" {
+			p.add("inputs", "a tool for views only (visibility [\"app\"]) cannot declare inputs: hosts cannot ask them of a view's call")
+		}
+		if t.TaskMode() != TaskNever {
+			p.add("task.mode", "a tool for views only (visibility [\"app\"]) cannot run as a task")
+		}
+	}
 	return p.err()
 }
 
@@ -178,6 +190,7 @@ func ValidatePrompt(pr *Prompt) error {
 	}
 	p.handler("handler", pr.Handler, false)
 	p.inputs(pr.Inputs)
+	p.icons("icons", pr.Icons)
 	return p.err()
 }
 
@@ -201,6 +214,16 @@ func ValidateResource(r *Resource) error {
 	if len(r.Annotations) > 0 && !isJSONObject(r.Annotations) {
 		p.add("annotations", "must be an object")
 	}
+	sizeField, size := "blob", base64.StdEncoding.DecodedLen(len(r.Blob))
+	if r.Text != nil {
+		sizeField, size = "text", len(*r.Text)
+	}
+	p.view("uri", r.URI, r.MimeType, sizeField, size)
+	p.icons("icons", r.Icons)
+	p.viewMeta("_meta", r.Meta, IsAppURI(r.URI))
+	if r.CacheScope != "" && r.CacheScope != "private" && r.CacheScope != "public" {
+		p.add("cacheScope", "must be private (the default) or public")
+	}
 	return p.err()
 }
 
@@ -221,6 +244,12 @@ func ValidateResourceTemplate(rt *ResourceTemplate) error {
 		}
 	}
 	p.inputs(rt.Inputs)
+	p.view("uriTemplate", rt.URITemplate, rt.MimeType, "", 0)
+	p.icons("icons", rt.Icons)
+	p.viewMeta("_meta", rt.Meta, IsAppURI(rt.URITemplate))
+	if IsAppURI(rt.URITemplate) && len(rt.Inputs) > 0 && string(rt.Inputs) != "null" {
+		p.add("inputs", "a ui:// template cannot declare inputs: hosts read views without asking anyone")
+	}
 	return p.err()
 }
 

@@ -94,6 +94,10 @@ const (
 // ExtensionTasks names the Tasks extension in capabilities.extensions.
 const ExtensionTasks = "io.modelcontextprotocol/tasks"
 
+// ExtensionUI names the MCP Apps extension (interactive views a host
+// renders) in capabilities.extensions.
+const ExtensionUI = "io.modelcontextprotocol/ui"
+
 // HTTP headers of the Streamable HTTP transport.
 const (
 	HeaderProtocolVersion = "MCP-Protocol-Version"

@@ -33,6 +33,57 @@ func (s *conn) withTenant(ctx context.Context, slug string, bump bool, fn func(t
 	})
 }
 
+// A CatalogueCheck checks a tenant's catalogue as a write leaves it,
+// inside the write's transaction: its error undoes the write and is
+// returned as it is. The links between items (a tool to its view) are
+// kept whole this way: writes of one tenant's catalogue that carry a
+// check are serialised on the tenant's row.
+type CatalogueCheck func(v CatalogueView) error
+
+// CatalogueView reads a tenant's catalogue inside a write.
+type CatalogueView struct {
+	tx       *gorm.DB
+	tenantID string
+}
+
+// Resource is the tenant's static resource of that URI, nil for none.
+func (v CatalogueView) Resource(uri string) (*Item, error) {
+	var it Item
+	err := v.tx.Where("tenant_id = ? AND kind = ? AND uri = ?", v.tenantID, "resource", uri).Take(&it).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read resource %q: %w", uri, err)
+	}
+	return &it, nil
+}
+
+// Items are the tenant's items of a kind, by name.
+func (v CatalogueView) Items(kind string) ([]Item, error) {
+	var out []Item
+	if err := v.tx.Where("tenant_id = ? AND kind = ?", v.tenantID, kind).Order("name").Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("read %s items: %w", kind, err)
+	}
+	return out, nil
+}
+
+// checked runs check on the tenant's catalogue in tx; a nil check passes.
+func checked(tx *gorm.DB, t *Tenant, check CatalogueCheck) error {
+	if check == nil {
+		return nil
+	}
+	return check(CatalogueView{tx: tx, tenantID: t.ID})
+}
+
+// lockTenant takes the tenant's row for the rest of the transaction.
+func lockTenant(tx *gorm.DB, t *Tenant) error {
+	if err := tx.Model(&Tenant{}).Where("id = ?", t.ID).Update("catalogue_version", gorm.Expr("catalogue_version")).Error; err != nil {
+		return fmt.Errorf("lock tenant %q: %w", t.Slug, err)
+	}
+	return nil
+}
+
 // ErrQuota means a tenant is at a limit of what it may hold.
 var ErrQuota = errors.New("quota reached")
 
@@ -40,17 +91,20 @@ var ErrQuota = errors.New("quota reached")
 // already holds limit items (0: no limit), which is ErrQuota. Creations
 // for one tenant are serialised on its row (its catalogue version is
 // bumped first), so concurrent ones cannot pass the limit together.
-func (s Tenants) CreateItem(ctx context.Context, slug string, it *Item, limit int) error {
+// check, when set, runs on the catalogue the creation leaves.
+func (s Tenants) CreateItem(ctx context.Context, slug string, it *Item, limit int, check CatalogueCheck) error {
 	now := time.Now().UTC()
 	it.ID, it.Version, it.CreatedAt, it.UpdatedAt = newID("ci"), 1, now, now
 	return s.withTenant(ctx, slug, true, func(tx *gorm.DB, t *Tenant) error {
 		it.TenantID = t.ID
-		if limit > 0 {
-			// Lock the tenant's row before counting (the bump that follows
-			// writes it anyway).
-			if err := tx.Model(&Tenant{}).Where("id = ?", t.ID).Update("catalogue_version", gorm.Expr("catalogue_version")).Error; err != nil {
-				return fmt.Errorf("lock tenant %q: %w", slug, err)
+		if limit > 0 || check != nil {
+			// Lock the tenant's row before counting or checking (the bump
+			// that follows writes it anyway).
+			if err := lockTenant(tx, t); err != nil {
+				return err
 			}
+		}
+		if limit > 0 {
 			var n int64
 			if err := tx.Model(&Item{}).Where("tenant_id = ?", t.ID).Count(&n).Error; err != nil {
 				return fmt.Errorf("count catalogue items: %w", err)
@@ -64,7 +118,7 @@ func (s Tenants) CreateItem(ctx context.Context, slug string, it *Item, limit in
 		if err := tx.Create(&row).Error; err != nil {
 			return conflict(err, fmt.Sprintf("%s %q", it.Kind, it.Name))
 		}
-		return nil
+		return checked(tx, t, check)
 	})
 }
 
@@ -99,10 +153,16 @@ func (s Tenants) ListItems(ctx context.Context, slug, kind, after string, limit 
 }
 
 // UpdateItem applies mutate to an item and saves it if its version still
-// equals ifVersion (0 skips the check).
-func (s Tenants) UpdateItem(ctx context.Context, slug, kind, name string, ifVersion int64, mutate func(*Item) error) (*Item, error) {
+// equals ifVersion (0 skips the check); check, when set, runs on the
+// catalogue the change leaves.
+func (s Tenants) UpdateItem(ctx context.Context, slug, kind, name string, ifVersion int64, mutate func(*Item) error, check CatalogueCheck) (*Item, error) {
 	var it Item
 	err := s.withTenant(ctx, slug, true, func(tx *gorm.DB, t *Tenant) error {
+		if check != nil {
+			if err := lockTenant(tx, t); err != nil {
+				return err
+			}
+		}
 		err := tx.Where("tenant_id = ? AND kind = ? AND name = ?", t.ID, kind, name).Take(&it).Error
 		if err != nil {
 			return notFound(err, fmt.Sprintf("%s %q", kind, name))
@@ -132,7 +192,7 @@ func (s Tenants) UpdateItem(ctx context.Context, slug, kind, name string, ifVers
 		if res.RowsAffected != 1 {
 			return fmt.Errorf("%s %q changed concurrently: %w", kind, name, ErrVersionMismatch)
 		}
-		return nil
+		return checked(tx, t, check)
 	})
 	if err != nil {
 		return nil, err
@@ -140,9 +200,15 @@ func (s Tenants) UpdateItem(ctx context.Context, slug, kind, name string, ifVers
 	return &it, nil
 }
 
-// DeleteItem removes an item.
-func (s Tenants) DeleteItem(ctx context.Context, slug, kind, name string, ifVersion int64) error {
+// DeleteItem removes an item; check, when set, runs on the catalogue
+// the deletion leaves.
+func (s Tenants) DeleteItem(ctx context.Context, slug, kind, name string, ifVersion int64, check CatalogueCheck) error {
 	return s.withTenant(ctx, slug, true, func(tx *gorm.DB, t *Tenant) error {
+		if check != nil {
+			if err := lockTenant(tx, t); err != nil {
+				return err
+			}
+		}
 		var it Item
 		err := tx.Where("tenant_id = ? AND kind = ? AND name = ?", t.ID, kind, name).Take(&it).Error
 		if err != nil {
@@ -151,7 +217,10 @@ func (s Tenants) DeleteItem(ctx context.Context, slug, kind, name string, ifVers
 		if ifVersion != 0 && it.Version != ifVersion {
 			return fmt.Errorf("%s %q is at version %d: %w", kind, name, it.Version, ErrVersionMismatch)
 		}
-		return tx.Where("id = ?", it.ID).Delete(&Item{}).Error
+		if err := tx.Where("id = ?", it.ID).Delete(&Item{}).Error; err != nil {
+			return err
+		}
+		return checked(tx, t, check)
 	})
 }
 

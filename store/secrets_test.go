@@ -61,7 +61,7 @@ func secretOf(t *testing.T, st *store.Store, slug, name string) string {
 func addTool(t *testing.T, st *store.Store, slug, name, secret string) *store.Item {
 	t.Helper()
 	it := &store.Item{Kind: "tool", Name: name, Spec: `{"name":"` + name + `"}`, WebhookSecret: &secret}
-	if err := st.Tenants().CreateItem(context.Background(), slug, it, 0); err != nil {
+	if err := st.Tenants().CreateItem(context.Background(), slug, it, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	return it
@@ -91,7 +91,7 @@ func TestWebhookSecretsAreSealedAtRest(t *testing.T) {
 			}
 
 			// An update that leaves the secret alone keeps it readable.
-			if _, err := st.Tenants().UpdateItem(ctx, "acme", "tool", "order", 0, func(it *store.Item) error { it.Spec = `{"name":"order","x":1}`; return nil }); err != nil {
+			if _, err := st.Tenants().UpdateItem(ctx, "acme", "tool", "order", 0, func(it *store.Item) error { it.Spec = `{"name":"order","x":1}`; return nil }, nil); err != nil {
 				t.Fatal(err)
 			}
 			if got := secretOf(t, st, "acme", "order"); got != first {
@@ -99,7 +99,7 @@ func TestWebhookSecretsAreSealedAtRest(t *testing.T) {
 			}
 			// A rotated secret is sealed too.
 			const second = "whsec_second-secret-9876543210"
-			if _, err := st.Tenants().UpdateItem(ctx, "acme", "tool", "order", 0, func(it *store.Item) error { s := second; it.WebhookSecret = &s; return nil }); err != nil {
+			if _, err := st.Tenants().UpdateItem(ctx, "acme", "tool", "order", 0, func(it *store.Item) error { s := second; it.WebhookSecret = &s; return nil }, nil); err != nil {
 				t.Fatal(err)
 			}
 			if raw := storedSecret(t, url, it.ID); !store.Sealed(raw) || strings.Contains(raw, second) {
@@ -162,7 +162,7 @@ func secretsWrittenBeforeAKey(t *testing.T, url string) {
 	// between) writes it back under the new one.
 	platformtest.SQL(t, url).Exec(t, "UPDATE catalogue_items SET webhook_secret = ? WHERE id = ?", sealedOld, it.ID)
 	st.SealSecretsWith(rotated)
-	if _, err := st.Tenants().UpdateItem(ctx, "acme", "tool", "order", 0, func(it *store.Item) error { it.Spec = `{"name":"order","y":2}`; return nil }); err != nil {
+	if _, err := st.Tenants().UpdateItem(ctx, "acme", "tool", "order", 0, func(it *store.Item) error { it.Spec = `{"name":"order","y":2}`; return nil }, nil); err != nil {
 		t.Fatal(err)
 	}
 	st.SealSecretsWith(newOnly)
@@ -179,7 +179,7 @@ func TestSealingTheSameSecretTwiceDiffers(t *testing.T) {
 	st := acmeStore(t, url, true)
 	a := addTool(t, st, "acme", "alpha", "whsec_same")
 	first := storedSecret(t, url, a.ID)
-	if _, err := st.Tenants().UpdateItem(ctx, "acme", "tool", "alpha", 0, func(it *store.Item) error { s := "whsec_same"; it.WebhookSecret = &s; return nil }); err != nil {
+	if _, err := st.Tenants().UpdateItem(ctx, "acme", "tool", "alpha", 0, func(it *store.Item) error { s := "whsec_same"; it.WebhookSecret = &s; return nil }, nil); err != nil {
 		t.Fatal(err)
 	}
 	if second := storedSecret(t, url, a.ID); second == first {
