@@ -432,6 +432,14 @@ func (p *problems) icons(field string, icons []Icon) {
 	}
 }
 
+// ValidateIcons checks a list of icons (the server's, in a tenant's
+// settings), naming each problem under field.
+func ValidateIcons(field string, icons []Icon) []FieldError {
+	var p problems
+	p.icons(field, icons)
+	return p
+}
+
 var iconSize = regexp.MustCompile(`^(?:any|[1-9][0-9]{0,3}x[1-9][0-9]{0,3})$`)
 
 // iconTypes are the image types a data: icon may have.

@@ -2,6 +2,7 @@ package endpoint
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/opsmcp/platform/catalogue"
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/store"
@@ -182,6 +184,9 @@ func (f *flowEngine) delivered(ctx context.Context, sealer *roundSealer, c *call
 		return f.tasks.accepted(ctx, c, tk, resp.Message, rd)
 	}
 	if resp.Type == webhook.TypeInputRequired {
+		if t.view {
+			return webhookFailed(c, t, rd, &WebhookError{Class: "contract", Detail: "a view's call or read cannot ask for input: hosts have no way to ask it"})
+		}
 		open, keys, e, err := webhookInputs(resp.InputRequests, c.caps, webhookKeyPrefix)
 		if err != nil {
 			return webhookFailed(c, t, rd, &WebhookError{Class: "contract", Detail: err.Error()})
@@ -193,6 +198,9 @@ func (f *flowEngine) delivered(ctx context.Context, sealer *roundSealer, c *call
 		return f.ask(ctx, sealer, c, b, rd, fl, open)
 	}
 	result, isError, err := completeResult(t.kind, resp.Result, c.snap.resultMeta)
+	if err == nil && t.view && t.kind == webhook.KindResource {
+		err = viewContents(c.uri, result["contents"])
+	}
 	if err != nil {
 		return webhookFailed(c, t, rd, &WebhookError{Class: "contract", Detail: err.Error()})
 	}
@@ -453,6 +461,63 @@ func webhookFailed(c *call, t *target, rd *Round, we *WebhookError) answer {
 		return toolFailed(toolError(c.snap, msg))
 	}
 	return failed(newError(http.StatusBadGateway, mcp.CodeInternalError, msg, map[string]string{"webhook": we.Class}))
+}
+
+// viewContents checks what a template handler answered a ui:// read
+// with: one content item, of the request's URI, exactly the app type,
+// exactly one of text and blob (at most MaxViewBytes), and a _meta.ui
+// the extension defines, if any. A host would render anything else
+// wrongly, or not at all.
+func viewContents(uri string, raw json.RawMessage) error {
+	var items []struct {
+		URI      string          `json:"uri"`
+		MimeType string          `json:"mimeType"`
+		Text     *string         `json:"text"`
+		Blob     *string         `json:"blob"`
+		Meta     json.RawMessage `json:"_meta"`
+	}
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return fmt.Errorf("a view's contents must be an array of resource contents: %v", err)
+	}
+	if len(items) != 1 {
+		return fmt.Errorf("a view's read returns one content item, not %d", len(items))
+	}
+	v := items[0]
+	switch {
+	case v.URI != uri:
+		return fmt.Errorf("a view's content must have the URI read (%q), not %q", uri, v.URI)
+	case v.MimeType != catalogue.AppMimeType:
+		return fmt.Errorf("a view's mimeType must be exactly %q, not %q", catalogue.AppMimeType, v.MimeType)
+	case (v.Text == nil) == (v.Blob == nil):
+		return errors.New("a view's content has exactly one of text and blob")
+	}
+	size := 0
+	if v.Text != nil {
+		size = len(*v.Text)
+	} else {
+		b, err := base64.StdEncoding.DecodeString(*v.Blob)
+		if err != nil {
+			return errors.New("a view's blob must be standard base64")
+		}
+		size = len(b)
+	}
+	if size > catalogue.MaxViewBytes {
+		return fmt.Errorf("a view's HTML must be at most %d bytes, not %d", catalogue.MaxViewBytes, size)
+	}
+	if len(v.Meta) > 0 && string(v.Meta) != "null" {
+		var m struct {
+			UI json.RawMessage `json:"ui"`
+		}
+		if err := json.Unmarshal(v.Meta, &m); err != nil {
+			return errors.New("a view's _meta must be an object")
+		}
+		if len(m.UI) > 0 {
+			if err := catalogue.ValidateViewUI(m.UI); err != nil {
+				return fmt.Errorf("a view's %v", strings.TrimPrefix(err.Error(), "invalid definition: "))
+			}
+		}
+	}
+	return nil
 }
 
 // completeResult checks a webhook's complete result against the contract

@@ -22,11 +22,15 @@ func (e *Handler) discover(c *call) answer {
 		"completions": map[string]any{},
 		"logging":     map[string]any{},
 	}
+	// MCP Apps: views are served whatever a client declared (a host
+	// without the extension treats a linked tool as a plain one).
+	ext := map[string]any{mcp.ExtensionUI: map[string]any{}}
 	if s.tasks {
 		// The extension, exactly {}, and never the 2025-11-25 revision's
 		// capabilities.tasks at this revision.
-		caps["extensions"] = map[string]any{mcp.ExtensionTasks: map[string]any{}}
+		ext[mcp.ExtensionTasks] = map[string]any{}
 	}
+	caps["extensions"] = ext
 	return completed(map[string]any{
 		"resultType":        mcp.ResultTypeComplete,
 		"supportedVersions": supportedVersions,

@@ -67,6 +67,8 @@ type toolEntry struct {
 	// spanName and flowName name the tool's request spans and flow
 	// spans, built once (spanNames).
 	spanName, flowName string
+	// appOnly says it is for views only (MCP Apps).
+	appOnly bool
 }
 
 type headerParam struct {
@@ -118,9 +120,11 @@ func buildSnapshot(c *store.Catalogue, version, publicURL string) (*snapshot, []
 	base := strings.TrimSuffix(publicURL, "/")
 	s.audience = base + "/t/" + s.slug + "/mcp"
 	s.metadataURL = base + "/.well-known/oauth-protected-resource/t/" + s.slug + "/mcp"
-	s.info = map[string]any{mcp.MetaServerInfo: map[string]string{
-		"name": "opsmcp/" + s.slug, "title": s.displayName, "version": version,
-	}}
+	info := map[string]any{"name": "opsmcp/" + s.slug, "title": s.displayName, "version": version}
+	if len(s.settings.Icons) > 0 {
+		info["icons"] = s.settings.Icons
+	}
+	s.info = map[string]any{mcp.MetaServerInfo: info}
 	s.resultMeta = newResultMeta(s.info)
 	for _, o := range s.settings.AllowedOrigins {
 		s.origins[strings.TrimSuffix(o, "/")] = true
@@ -149,7 +153,7 @@ func buildSnapshot(c *store.Catalogue, version, publicURL string) (*snapshot, []
 				errs = append(errs, fmt.Errorf("tool %q: inputs: %w", it.Name, err))
 				continue
 			}
-			e.schema, e.headers = sch, headerParams(e.def.InputSchema)
+			e.schema, e.headers, e.appOnly = sch, headerParams(e.def.InputSchema), e.def.AppOnly()
 			e.spanName, e.flowName = spanNames(mcp.MethodToolsCall, e.def.Name)
 			s.tools[e.def.Name] = e
 			listing := mustJSON(toolListing(&e.def))
@@ -242,16 +246,22 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-// toolListing is a tool as tools/list shows it: the MCP fields only.
+// toolEntryJSON is a tool's list entry: the MCP fields only, its _meta
+// (a view's link) as registered.
+type toolEntryJSON struct {
+	Name         string                     `json:"name"`
+	Title        string                     `json:"title,omitempty"`
+	Description  string                     `json:"description,omitempty"`
+	Icons        []catalogue.Icon           `json:"icons,omitempty"`
+	InputSchema  json.RawMessage            `json:"inputSchema"`
+	OutputSchema json.RawMessage            `json:"outputSchema,omitempty"`
+	Annotations  *catalogue.ToolAnnotations `json:"annotations,omitempty"`
+	Meta         json.RawMessage            `json:"_meta,omitempty"`
+}
+
+// toolListing is a tool as tools/list shows it.
 func toolListing(t *catalogue.Tool) any {
-	return struct {
-		Name         string                     `json:"name"`
-		Title        string                     `json:"title,omitempty"`
-		Description  string                     `json:"description,omitempty"`
-		InputSchema  json.RawMessage            `json:"inputSchema"`
-		OutputSchema json.RawMessage            `json:"outputSchema,omitempty"`
-		Annotations  *catalogue.ToolAnnotations `json:"annotations,omitempty"`
-	}{t.Name, t.Title, t.Description, t.InputSchema, t.OutputSchema, t.Annotations}
+	return toolEntryJSON{t.Name, t.Title, t.Description, t.Icons, t.InputSchema, t.OutputSchema, t.Annotations, t.Meta}
 }
 
 // legacyToolListing is a tool that may run as a task as legacy sessions
@@ -261,14 +271,9 @@ func legacyToolListing(t *catalogue.Tool) any {
 		TaskSupport string `json:"taskSupport"`
 	}
 	return struct {
-		Name         string                     `json:"name"`
-		Title        string                     `json:"title,omitempty"`
-		Description  string                     `json:"description,omitempty"`
-		InputSchema  json.RawMessage            `json:"inputSchema"`
-		OutputSchema json.RawMessage            `json:"outputSchema,omitempty"`
-		Annotations  *catalogue.ToolAnnotations `json:"annotations,omitempty"`
-		Execution    execution                  `json:"execution"`
-	}{t.Name, t.Title, t.Description, t.InputSchema, t.OutputSchema, t.Annotations, execution{taskSupport(t.TaskMode())}}
+		toolEntryJSON
+		Execution execution `json:"execution"`
+	}{toolListing(t).(toolEntryJSON), execution{taskSupport(t.TaskMode())}}
 }
 
 func promptListing(p *catalogue.Prompt) any {
@@ -283,32 +288,37 @@ func promptListing(p *catalogue.Prompt) any {
 		args[i] = arg{a.Name, a.Title, a.Description, a.Required}
 	}
 	return struct {
-		Name        string `json:"name"`
-		Title       string `json:"title,omitempty"`
-		Description string `json:"description,omitempty"`
-		Arguments   []arg  `json:"arguments,omitempty"`
-	}{p.Name, p.Title, p.Description, args}
+		Name        string           `json:"name"`
+		Title       string           `json:"title,omitempty"`
+		Description string           `json:"description,omitempty"`
+		Icons       []catalogue.Icon `json:"icons,omitempty"`
+		Arguments   []arg            `json:"arguments,omitempty"`
+	}{p.Name, p.Title, p.Description, p.Icons, args}
 }
 
 func resourceListing(r *catalogue.Resource) any {
 	return struct {
-		URI         string          `json:"uri"`
-		Name        string          `json:"name"`
-		Title       string          `json:"title,omitempty"`
-		Description string          `json:"description,omitempty"`
-		MimeType    string          `json:"mimeType,omitempty"`
-		Annotations json.RawMessage `json:"annotations,omitempty"`
-	}{r.URI, r.Name, r.Title, r.Description, r.MimeType, r.Annotations}
+		URI         string           `json:"uri"`
+		Name        string           `json:"name"`
+		Title       string           `json:"title,omitempty"`
+		Description string           `json:"description,omitempty"`
+		MimeType    string           `json:"mimeType,omitempty"`
+		Icons       []catalogue.Icon `json:"icons,omitempty"`
+		Annotations json.RawMessage  `json:"annotations,omitempty"`
+		Meta        json.RawMessage  `json:"_meta,omitempty"`
+	}{r.URI, r.Name, r.Title, r.Description, r.MimeType, r.Icons, r.Annotations, r.Meta}
 }
 
 func templateListing(r *catalogue.ResourceTemplate) any {
 	return struct {
-		URITemplate string `json:"uriTemplate"`
-		Name        string `json:"name"`
-		Title       string `json:"title,omitempty"`
-		Description string `json:"description,omitempty"`
-		MimeType    string `json:"mimeType,omitempty"`
-	}{r.URITemplate, r.Name, r.Title, r.Description, r.MimeType}
+		URITemplate string           `json:"uriTemplate"`
+		Name        string           `json:"name"`
+		Title       string           `json:"title,omitempty"`
+		Description string           `json:"description,omitempty"`
+		MimeType    string           `json:"mimeType,omitempty"`
+		Icons       []catalogue.Icon `json:"icons,omitempty"`
+		Meta        json.RawMessage  `json:"_meta,omitempty"`
+	}{r.URITemplate, r.Name, r.Title, r.Description, r.MimeType, r.Icons, r.Meta}
 }
 
 // headerParams finds the x-mcp-header properties of an input schema

@@ -33,6 +33,10 @@ type target struct {
 	// task is the tool's task settings; nil for prompts, resources and
 	// tools that never run as tasks.
 	task *catalogue.TaskSettings
+	// view says the target answers a view's calls or reads (an app-only
+	// tool, a ui:// read): nothing tells a host what to do with a
+	// question there, so its webhook may ask none.
+	view bool
 }
 
 // findTarget finds what a carrier request runs. Requests answered
@@ -82,7 +86,7 @@ func toolTarget(c *call) (*target, answer) {
 		return nil, toolFailed(toolError(c.snap, "Invalid arguments: "+msg))
 	}
 	return &target{kind: webhook.KindTool, name: tool.def.Name, inputs: tool.declared, onceOnly: tool.def.OnceOnly(),
-		handler: tool.def.Handler, secret: tool.secret, args: args, task: tool.def.Task}, answer{}
+		handler: tool.def.Handler, secret: tool.secret, args: args, task: tool.def.Task, view: tool.appOnly}, answer{}
 }
 
 // validateArgs checks arguments against the tool's input schema and
@@ -261,11 +265,18 @@ func resourceTarget(c *call) (*target, answer) {
 		} else {
 			content["blob"] = r.def.Blob
 		}
+		if len(r.def.Meta) > 0 {
+			content["_meta"] = r.def.Meta // a view's ui, as on its list entry
+		}
+		scope := "private"
+		if r.def.CacheScope == "public" {
+			scope = "public"
+		}
 		return nil, completed(map[string]any{
 			"resultType": mcp.ResultTypeComplete,
 			"contents":   []any{content},
 			"ttlMs":      c.snap.settings.ListTTL(),
-			"cacheScope": "private",
+			"cacheScope": scope,
 			"_meta":      c.snap.info,
 		})
 	}
@@ -275,5 +286,5 @@ func resourceTarget(c *call) (*target, answer) {
 	}
 	raw, _ := json.Marshal(vars)
 	return &target{kind: webhook.KindResource, name: t.def.Name, inputs: t.declared,
-		handler: t.def.Handler, secret: t.secret, args: raw}, answer{}
+		handler: t.def.Handler, secret: t.secret, args: raw, view: catalogue.IsAppURI(c.uri)}, answer{}
 }

@@ -302,8 +302,9 @@ func TestTheServerAloneDecidesWhatBecomesATask(t *testing.T) {
 	p.MustAdmin(t, 204, "DELETE", "/api/v1/tenants/acme/tools/deploy", nil)
 	p.Tool(t, "acme", echoTool("echo", h.URL))
 	testwait.Until(t, "discover stops advertising tasks", func() bool {
-		_, ok := discover()["extensions"]
-		return !ok
+		ext, _ := discover()["extensions"].(map[string]any)
+		_, tasks := ext["io.modelcontextprotocol/tasks"]
+		return !tasks
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/auth"
+	"github.com/opsmcp/platform/catalogue"
 	"github.com/opsmcp/platform/mrtr"
 )
 
@@ -17,6 +18,10 @@ import (
 type Settings struct {
 	// Instructions are returned by server/discover.
 	Instructions string `json:"instructions,omitempty"`
+	// Icons are the server's, in its serverInfo: https: URLs or bounded
+	// data: images, which clients fetch or show (the platform never
+	// fetches them).
+	Icons []catalogue.Icon `json:"icons,omitempty"`
 	// StateTTLSeconds bounds how long a sealed requestState stays valid
 	// (per round). Default 600.
 	StateTTLSeconds int `json:"stateTtlSeconds,omitempty"`
@@ -179,6 +184,9 @@ func (s Settings) Validate() []SettingsError {
 	}
 	if len(s.Instructions) > 16<<10 {
 		bad("instructions", "must be at most 16384 bytes")
+	}
+	for _, e := range catalogue.ValidateIcons("icons", s.Icons) {
+		bad(e.Field, "%s", e.Message)
 	}
 	for _, e := range s.Auth.Validate("auth") {
 		bad(e.Field, "%s", e.Message)
