@@ -312,7 +312,7 @@ func TestPlatformDev(t *testing.T) {
 	for _, tl := range tools {
 		names = append(names, tl.Name)
 	}
-	if strings.Join(names, " ") != "deploy migrate provision summarize workspace" {
+	if strings.Join(names, " ") != "deploy migrate provision rollout_status summarize workspace" {
 		t.Fatalf("tools %v", names)
 	}
 	r, err := c.CallTool(t.Context(), "deploy", map[string]any{"service": "search", "version": "2.0.0", "environment": "staging"})
@@ -503,8 +503,17 @@ func legacyClient(t *testing.T, d *devProcess) {
 		t.Fatalf("negotiated %s", v)
 	}
 	tools, err := cs.ListTools(t.Context(), nil)
-	if err != nil || len(tools.Tools) != 5 {
+	if err != nil || len(tools.Tools) != 6 {
 		t.Fatalf("tools/list: %v %v", err, tools)
+	}
+	// The Go SDK's client reads deploy's view link (MCP Apps) as served.
+	for _, tl := range tools.Tools {
+		if tl.Name != "deploy" {
+			continue
+		}
+		if ui, _ := tl.Meta["ui"].(map[string]any); ui["resourceUri"] != "ui://demo/rollout.html" || tl.Meta["ui/resourceUri"] != "ui://demo/rollout.html" {
+			t.Fatalf("deploy's _meta as the Go SDK read it: %v", tl.Meta)
+		}
 	}
 	res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "provision", Arguments: map[string]any{"service": "legacy"}})
 	if err != nil || res.IsError {

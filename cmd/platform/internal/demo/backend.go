@@ -126,6 +126,8 @@ func (b *Backend) answer(req *webhook.Request) *webhook.Response {
 		return provision(req)
 	case webhook.KindTool + "/deploy":
 		return b.deploy(req)
+	case webhook.KindTool + "/rollout_status":
+		return rolloutStatus(req)
 	case webhook.KindTool + "/migrate":
 		return b.migrate(req)
 	case webhook.KindTool + "/summarize":
@@ -196,6 +198,24 @@ func provision(req *webhook.Request) *webhook.Response {
 		obj{"id": id, "service": args.Service, "region": region.Region, "size": args.Size, "host": host, "port": 5432, "status": "creating"})
 }
 
+// instances are a service's instances as the demo's rollouts leave
+// them: all healthy.
+func instances(service string) []obj {
+	out := make([]obj, 3)
+	for i := range out {
+		out[i] = obj{"name": fmt.Sprintf("%s-%d", service, i+1), "status": "healthy"}
+	}
+	return out
+}
+
+// rolloutStatus answers the rollout view's refresh.
+func rolloutStatus(req *webhook.Request) *webhook.Response {
+	var args struct{ Service string }
+	_ = json.Unmarshal(req.Arguments, &args)
+	return result(fmt.Sprintf("%s: 3 of 3 instances healthy.", args.Service),
+		obj{"service": args.Service, "status": "healthy", "instances": instances(args.Service)})
+}
+
 // deployState is what deploy keeps between its rounds; the platform
 // seals it, so the client can neither read nor change it.
 type deployState struct {
@@ -221,7 +241,8 @@ func (b *Backend) deploy(req *webhook.Request) *webhook.Response {
 			by = p.Subject
 		}
 		return result(fmt.Sprintf("Deployed %s under change %s, requested by %s. 3 of 3 instances healthy.", what, st.Change, by),
-			obj{"service": args.Service, "version": args.Version, "environment": args.Environment, "change": st.Change, "status": "deployed"})
+			obj{"service": args.Service, "version": args.Version, "environment": args.Environment, "change": st.Change, "status": "deployed",
+				"instances": instances(args.Service)})
 	}
 	switch st.Step {
 	case "":

@@ -17,7 +17,24 @@
 // And one long-running tool: migrate runs as a task (the Tasks
 // extension) for about twenty seconds, reporting its progress and asking
 // to confirm the cut-over midway (migrate.go).
+//
+// deploy has an interactive view (MCP Apps): rollout.html, the ui://
+// resource ui://demo/rollout.html, which a host renders in a sandboxed
+// frame with the deploy's result, and which refreshes itself through
+// rollout_status, a tool only views call.
 package demo
+
+import (
+	_ "embed"
+)
+
+// rolloutView is the rollout view's HTML.
+//
+//go:embed rollout.html
+var rolloutView string
+
+// RolloutURI is the rollout view's URI.
+const RolloutURI = "ui://demo/rollout.html"
 
 // Slug is the demo tenant's slug.
 const Slug = "demo"
@@ -72,6 +89,13 @@ func Catalogue(hookURL string) []Item {
 	handler := obj{"url": hookURL, "timeoutMs": 5000}
 	no, yes := false, true
 	return []Item{
+		// Views first: a tool may link only to a view the tenant serves.
+		{"resources", "rollout", obj{
+			"name": "rollout", "title": "Rollout view", "uri": RolloutURI, "mimeType": "text/html;profile=mcp-app",
+			"description": "deploy's interactive view: the instances of the rollout and their health, refreshed on request",
+			"text":        rolloutView,
+			"_meta":       obj{"ui": obj{"csp": obj{}, "prefersBorder": yes}},
+		}},
 		{"tools", "provision", obj{
 			"name": "provision", "title": "Provision a database",
 			"description": "Creates a managed PostgreSQL database for a service. The platform asks which region it should run in, then for a confirmation, before the backend sees the call (declared inputs).",
@@ -106,6 +130,16 @@ func Catalogue(hookURL string) []Item {
 			}},
 			"annotations": obj{"destructiveHint": yes, "idempotentHint": yes, "openWorldHint": yes},
 			"handler":     handler,
+			"_meta":       obj{"ui": obj{"resourceUri": RolloutURI}, "ui/resourceUri": RolloutURI},
+		}},
+		{"tools", "rollout_status", obj{
+			"name": "rollout_status", "title": "Rollout status",
+			"description": "The health of a service's instances, for deploy's rollout view (only views call it: hosts hide it from the model).",
+			"inputSchema": obj{"type": "object", "additionalProperties": false, "required": []string{"service"}, "properties": obj{
+				"service": obj{"type": "string", "pattern": servicePattern}}},
+			"annotations": obj{"readOnlyHint": yes},
+			"handler":     handler,
+			"_meta":       obj{"ui": obj{"resourceUri": RolloutURI, "visibility": []string{"app"}}},
 		}},
 		{"tools", "migrate", obj{
 			"name": "migrate", "title": "Migrate a service's database",
