@@ -24,6 +24,7 @@ import (
 
 	"github.com/opsmcp/platform/client"
 	"github.com/opsmcp/platform/testkit/browsertest"
+	"github.com/opsmcp/platform/testkit/nodeclient"
 	"github.com/opsmcp/platform/testkit/testwait"
 )
 
@@ -327,6 +328,7 @@ func TestPlatformDev(t *testing.T) {
 
 	// After the UI's look at the first flow, which this would displace.
 	t.Run("legacy client configuration", func(t *testing.T) { legacyClient(t, d) })
+	t.Run("an MCP Apps host finds deploy's view", func(t *testing.T) { appsHost(t, d) })
 
 	// A restart keeps the data, the session, the admin token and the
 	// tokens minted before, and leaves the unchanged catalogue alone.
@@ -654,4 +656,39 @@ func TestPlatformDevEnvAndToken(t *testing.T) {
 		}
 	}
 	d.stop(t)
+}
+
+// appsHost: an independent MCP Apps host (the official TypeScript SDK
+// v2 client with @modelcontextprotocol/ext-apps 2.0.4's helpers) finds
+// deploy's view and rollout_status (for views only) through the
+// package's own reading of the tools' _meta, and reads the view: one
+// HTML document of exactly the app type, with its border preference.
+func appsHost(t *testing.T, d *devProcess) {
+	out := nodeclient.Script(t, nodeclient.Packages(t, "OPSMCP_TS_SDK_V2", "v2"), "testdata/apps.mjs", d.goEndpoint, d.token)
+	var got struct {
+		Views []struct {
+			Name, URI          string
+			AppOnly, ModelOnly bool
+		}
+		Read struct {
+			URI, MimeType, Allow string
+			IsView, HTML         bool
+			PrefersBorder        *bool
+		}
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("the host printed %s: %v", out, err)
+	}
+	want := "deploy ui://demo/rollout.html false false; rollout_status ui://demo/rollout.html true false"
+	var views []string
+	for _, v := range got.Views {
+		views = append(views, fmt.Sprintf("%s %s %v %v", v.Name, v.URI, v.AppOnly, v.ModelOnly))
+	}
+	if strings.Join(views, "; ") != want {
+		t.Fatalf("the host found views %q, want %q", views, want)
+	}
+	r := got.Read
+	if r.URI != "ui://demo/rollout.html" || r.MimeType != "text/html;profile=mcp-app" || !r.IsView || !r.HTML || r.PrefersBorder == nil || !*r.PrefersBorder || r.Allow != "" {
+		t.Fatalf("the view as the host read it: %s", out)
+	}
 }
