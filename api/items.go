@@ -39,6 +39,9 @@ func (k kindRoute) register(s *Server, g *gin.RouterGroup) {
 	g.PUT("/:name", h.replace)
 	g.DELETE("/:name", h.delete)
 	g.POST("/:name/webhook-secret", h.rotateSecret)
+	if k.kind == catalogue.KindResource {
+		g.GET("/:name/preview", s.previewView)
+	}
 }
 
 type itemHandlers struct {

@@ -37,6 +37,7 @@ type FlowRecord interface {
 	Get(ctx context.Context, flowID string) (*record.Flow, []record.Round, error)
 	CountsByTenant(ctx context.Context) (map[string]map[string]int64, error)
 	Activity(ctx context.Context, since time.Time) (map[string]*record.Activity, error)
+	TargetActivities(ctx context.Context, tenantID string, since time.Time) ([]record.TargetActivity, error)
 	InFlightByKey(ctx context.Context) (map[string]map[string]int64, error)
 }
 

@@ -503,3 +503,56 @@ func AppViewServed(uri string, resource func(uri string) *Resource, templates []
 	}
 	return fmt.Errorf("no resource or resource template of this tenant serves %s", uri)
 }
+
+// ViewCSP is the Content Security Policy a host builds for a view from
+// its _meta.ui (the csp lists; absent lists allow nothing), as the
+// extension describes, with one difference: no 'self', since a preview
+// shares no dedicated origin. Origins were validated at registration;
+// anything else found in a list is left out.
+func ViewCSP(ui json.RawMessage) string {
+	var v viewUI
+	_ = json.Unmarshal(ui, &v)
+	var csp struct{ connect, resource, frame, base []string }
+	if v.CSP != nil {
+		keep := func(list []string) []string {
+			var out []string
+			for _, o := range list {
+				if ValidateOrigin(o) == nil {
+					out = append(out, o)
+				}
+			}
+			return out
+		}
+		csp.connect, csp.resource, csp.frame, csp.base = keep(v.CSP.ConnectDomains), keep(v.CSP.ResourceDomains), keep(v.CSP.FrameDomains), keep(v.CSP.BaseURIDomains)
+	}
+	or := func(list []string, none string) string {
+		if len(list) == 0 {
+			return none
+		}
+		return strings.Join(list, " ")
+	}
+	res := strings.Join(csp.resource, " ")
+	with := func(first string) string { return strings.TrimSpace(first + " " + res) }
+	return strings.Join([]string{
+		"default-src 'none'",
+		with("script-src 'unsafe-inline'"),
+		with("style-src 'unsafe-inline'"),
+		with("img-src data:"),
+		with("font-src data:"),
+		with("media-src data:"),
+		"connect-src " + or(csp.connect, "'none'"),
+		"frame-src " + or(csp.frame, "'none'"),
+		"base-uri " + or(csp.base, "'none'"),
+		"form-action 'none'",
+		"object-src 'none'",
+	}, "; ")
+}
+
+// ViewUIOf is the ui member of a view's _meta (nil for none).
+func ViewUIOf(meta json.RawMessage) json.RawMessage {
+	var m struct {
+		UI json.RawMessage `json:"ui"`
+	}
+	_ = json.Unmarshal(meta, &m)
+	return m.UI
+}

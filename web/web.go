@@ -66,7 +66,7 @@ func New() (*UI, error) {
 // whose script renders the page the path names.
 // A flow opens by its id alone; /admin/flows/{tenant}/{flow} is a link
 // from before, still served.
-var Pages = []string{"/admin/", "/admin/flows", "/admin/flows/:flow", "/admin/flows/:flow/:older", "/admin/tenants", "/admin/sessions", "/admin/keys", "/admin/audit"}
+var Pages = []string{"/admin/", "/admin/flows", "/admin/flows/:flow", "/admin/flows/:flow/:older", "/admin/tenants", "/admin/tenants/:slug", "/admin/sessions", "/admin/keys", "/admin/audit"}
 
 // StaticPrefix is where the assets are served.
 const StaticPrefix = "/admin/static/"

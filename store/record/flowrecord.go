@@ -819,6 +819,46 @@ func (s *Record) CountsByTenant(ctx context.Context) (map[string]map[string]int6
 	return out, nil
 }
 
+// TargetActivity is what the calls of one target (a tool, prompt or
+// resource) did over a window.
+type TargetActivity struct {
+	Method, Target string
+	// Calls changed within the window, and those of them failed or
+	// refused.
+	Calls, Failed int64
+}
+
+// TargetActivities are a tenant's calls changed since, by method and
+// target: the catalogue view's failure rates.
+func (s *Record) TargetActivities(ctx context.Context, tenantID string, since time.Time) ([]TargetActivity, error) {
+	var rows []struct {
+		Method, Target, State string
+		N                     int64
+	}
+	err := s.db.WithContext(ctx).Model(&Flow{}).Select("method, target, state, COUNT(*) AS n").
+		Where("tenant_id = ? AND updated_at >= ?", tenantID, since.UTC()).Group("method, target, state").Scan(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("count calls by target: %w", err)
+	}
+	at := map[[2]string]int{}
+	var out []TargetActivity
+	for _, r := range rows {
+		k := [2]string{r.Method, r.Target}
+		i, ok := at[k]
+		if !ok {
+			i = len(out)
+			at[k] = i
+			out = append(out, TargetActivity{Method: r.Method, Target: r.Target})
+		}
+		a := &out[i]
+		a.Calls += r.N
+		if r.State == Failed || r.State == Rejected {
+			a.Failed += r.N
+		}
+	}
+	return out, nil
+}
+
 // Activity is what a tenant's calls did over a window, and what waits
 // on its people now.
 type Activity struct {

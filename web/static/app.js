@@ -8,6 +8,7 @@ import tenantsPage from "./tenants.js";
 import keysPage from "./keys.js";
 import auditPage from "./audit.js";
 import sessionsPage from "./sessions.js";
+import cataloguePage from "./catalogue.js";
 
 const routes = [
   [/^\/admin\/?$/, () => ({ section: "flows", render: flowsPage })],
@@ -16,6 +17,7 @@ const routes = [
   // Links from before a flow opened by its id alone.
   [/^\/admin\/flows\/[^/]+\/([^/]+)$/, (m) => ({ section: "flows", render: (ctx) => flowPage(ctx, decodeURIComponent(m[1])) })],
   [/^\/admin\/tenants\/?$/, () => ({ section: "tenants", render: tenantsPage })],
+  [/^\/admin\/tenants\/([^/]+)$/, (m) => ({ section: "tenants", render: (ctx) => cataloguePage(ctx, decodeURIComponent(m[1])) })],
   [/^\/admin\/sessions\/?$/, () => ({ section: "sessions", render: sessionsPage })],
   [/^\/admin\/keys\/?$/, () => ({ section: "keys", render: keysPage })],
   [/^\/admin\/audit\/?$/, () => ({ section: "audit", render: auditPage })],

@@ -1,7 +1,8 @@
 // The Tenants page, an operator's overview: each tenant's endpoint, who
 // may call it, its catalogue, its calls a minute, failure rate and p95
 // round time over the last hour, and what waits on its people now (the
-// oldest for how long). Each figure links to the calls behind it.
+// oldest for how long). Each figure links to the calls behind it; the
+// tenant's name, to its catalogue.
 import { api } from "./api.js";
 import { h, empty, toast, duration, since, tickTimes } from "./ui.js";
 
@@ -27,7 +28,7 @@ export default async function tenantsPage(ctx) {
     const access = t.access === "bearer" ? `bearer · ${t.settings.auth.issuers.length} issuer${t.settings.auth.issuers.length === 1 ? "" : "s"}` : t.access;
     const rate = a.calls ? a.failureRate : null;
     return h("tr", { onclick: () => ctx.navigate(flows(t.slug)), dataset: { slug: t.slug } },
-      h("td", { class: "c-tenant" }, h("strong", {}, t.slug), h("div", { class: "sub" }, t.displayName)),
+      h("td", { class: "c-tenant" }, link(`/admin/tenants/${encodeURIComponent(t.slug)}`, h("strong", {}, t.slug)), h("div", { class: "sub" }, t.displayName)),
       h("td", { class: "c-status" }, t.disabled ? h("span", { class: "badge s-cancelled" }, "disabled") : h("span", { class: "badge s-completed" }, "serving")),
       h("td", { class: "mono c-endpoint", title: t.endpoint },
         h("button", { type: "button", title: "Copy the endpoint URL", onclick: (e) => { e.stopPropagation(); navigator.clipboard?.writeText(t.endpoint).then(() => toast("Copied")); } }, "copy"),
@@ -52,7 +53,7 @@ export default async function tenantsPage(ctx) {
       h("th", {}, "Catalogue"), h("th", { class: "num", title: "calls a minute, last hour" }, "Calls/min"), h("th", { class: "num" }, "Failing"),
       h("th", { class: "num" }, "p95 round"), h("th", { class: "num" }, "Waiting now"), h("th", { class: "num" }, "Oldest"))),
     h("tbody", {}, rows));
-  main.append(table, h("p", { class: "hint" }, "Rates over the last hour, from the flow record. Click a tenant for its calls."));
+  main.append(table, h("p", { class: "hint" }, "Rates over the last hour, from the flow record. Click a tenant's name for its catalogue, elsewhere on its row for its calls."));
   const tick = setInterval(() => {
     for (const td of table.querySelectorAll("td[data-since]")) if (td.dataset.since) td.textContent = duration(since(td.dataset.since));
     tickTimes(table);
