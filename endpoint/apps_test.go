@@ -253,3 +253,20 @@ func TestViewOnlyToolsAreAuthorizedAsAnyOther(t *testing.T) {
 		t.Fatalf("a view read whose webhook asked: HTTP %d %d %q", r.Status, code, msg)
 	}
 }
+
+// TestAToolsMetaIsServedByteForByte: a tool's _meta reaches tools/list
+// as the tenant wrote it: its keys in their order, and <, > and & as
+// written (JSON's whitespace aside).
+func TestAToolsMetaIsServedByteForByte(t *testing.T) {
+	p, _ := appsPlatform(t)
+	meta := `{"ui":{"visibility":["app","model"],"resourceUri":"ui://acme/rollout.html"},"com.example/note":"<b>rollout & health</b>","ui/resourceUri":"ui://acme/rollout.html"}`
+	body := `{"name":"watch","inputSchema":{"type":"object"},"handler":{"url":"https://hooks.example.com/watch"},"_meta":` + meta + `}`
+	h := http.Header{"Authorization": {"Bearer " + platformtest.AdminToken}, "Content-Type": {"application/json"}}
+	if r := platformtest.Do(t, http.MethodPost, p.URL+"/api/v1/tenants/acme/tools", h, []byte(body)); r.Status != 201 {
+		t.Fatalf("register: %d %s", r.Status, r.Body)
+	}
+	r := p.MCP(t, "acme", "tools/list", nil)
+	if !strings.Contains(string(r.Body), `"_meta":`+meta) {
+		t.Fatalf("tools/list does not carry the _meta as written:\n%s\nin\n%s", meta, r.Body)
+	}
+}

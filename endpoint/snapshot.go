@@ -11,6 +11,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/opsmcp/platform/catalogue"
+	"github.com/opsmcp/platform/internal/jsontext"
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/store"
@@ -239,7 +240,7 @@ func declaredInputs(raw json.RawMessage) (*mrtr.Inputs, error) {
 }
 
 func mustJSON(v any) json.RawMessage {
-	b, err := json.Marshal(v)
+	b, err := jsontext.Marshal(v) // a tenant's _meta and text as registered
 	if err != nil {
 		panic(fmt.Sprintf("marshal catalogue listing: %v", err))
 	}

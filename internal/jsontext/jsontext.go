@@ -5,6 +5,8 @@
 package jsontext
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 	"unicode/utf8"
 )
@@ -76,4 +78,17 @@ func AppendText(b []byte, s string) []byte {
 		i += size
 	}
 	return b
+}
+
+// Marshal is json.Marshal without HTML escaping: a value's strings and
+// raw members (a tenant's _meta, a view's HTML) keep their <, > and &
+// as written, rather than \u003c, \u003e and \u0026.
+func Marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
