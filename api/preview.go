@@ -33,7 +33,7 @@ func (s *Server) previewView(c *gin.Context) {
 		writeProblem(c, probConflict.with(fmt.Sprintf("resource %q is not a view (a ui:// resource of type %s)", r.Name, catalogue.AppMimeType)))
 		return
 	}
-	body := []byte{}
+	var body []byte
 	switch {
 	case r.Text != nil:
 		body = []byte(*r.Text)
