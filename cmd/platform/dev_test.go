@@ -662,7 +662,8 @@ func TestPlatformDevEnvAndToken(t *testing.T) {
 // v2 client with @modelcontextprotocol/ext-apps 2.0.4's helpers) finds
 // deploy's view and rollout_status (for views only) through the
 // package's own reading of the tools' _meta, and reads the view: one
-// HTML document of exactly the app type, with its border preference.
+// HTML document of exactly the app type, with its border preference;
+// the MCP Inspector's CLI probes the same app in both eras.
 func appsHost(t *testing.T, d *devProcess) {
 	out := nodeclient.Script(t, nodeclient.Packages(t, "OPSMCP_TS_SDK_V2", "v2"), "testdata/apps.mjs", d.goEndpoint, d.token)
 	var got struct {
@@ -690,5 +691,23 @@ func appsHost(t *testing.T, d *devProcess) {
 	r := got.Read
 	if r.URI != "ui://demo/rollout.html" || r.MimeType != "text/html;profile=mcp-app" || !r.IsView || !r.HTML || r.PrefersBorder == nil || !*r.PrefersBorder || r.Allow != "" {
 		t.Fatalf("the view as the host read it: %s", out)
+	}
+	// A second client: the MCP Inspector's CLI (2.12.0) probes deploy's
+	// app in both eras, as a host would before rendering it.
+	dir := nodeclient.Packages(t, "OPSMCP_INSPECTOR", "inspector")
+	cli := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "inspector", "clients", "launcher", "build", "index.js")
+	for _, era := range []string{"modern", "legacy"} {
+		out := nodeclient.Run(t, dir, []string{"HOME=" + t.TempDir()}, cli, "--cli", d.goEndpoint, "--protocol-era", era,
+			"--header", "Authorization: Bearer "+d.token, "--method", "tools/call", "--tool-name", "deploy", "--app-info", "--advertise-apps")
+		var info struct {
+			HasApp                                  bool
+			ToolName, ResourceURI, ResourceMimeType string
+			PrefersBorder                           *bool
+			ResourceError                           string
+		}
+		if err := json.Unmarshal(out, &info); err != nil || !info.HasApp || info.ToolName != "deploy" || info.ResourceURI != "ui://demo/rollout.html" ||
+			info.ResourceMimeType != "text/html;profile=mcp-app" || info.PrefersBorder == nil || !*info.PrefersBorder || info.ResourceError != "" {
+			t.Fatalf("the Inspector's --app-info (%s): %s (%v)", era, out, err)
+		}
 	}
 }
