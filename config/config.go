@@ -36,18 +36,22 @@ type Config struct {
 	AllowPrivateWebhooks bool // alias of AllowPrivateTargets; read PrivateTargets
 	WebhookMaxResponse   int64
 	CatalogueRefresh     time.Duration
-	StateKeys            string
-	SecretsKeys          string
-	ConfigFile           string
-	AdminIssuer          string
-	AdminClientID        string
-	AdminClientSecret    string
-	AdminRolesClaim      string
-	AdminSessionKey      string
-	Keys                 KeysConfig
-	Flows                FlowsConfig
-	Limits               LimitsConfig
-	Legacy               LegacyConfig
+	// CatalogueCacheBytes bounds the tenants' catalogue snapshots a
+	// replica keeps (estimated bytes); the least recently used are
+	// evicted past it, and load again on their next request.
+	CatalogueCacheBytes int64
+	StateKeys           string
+	SecretsKeys         string
+	ConfigFile          string
+	AdminIssuer         string
+	AdminClientID       string
+	AdminClientSecret   string
+	AdminRolesClaim     string
+	AdminSessionKey     string
+	Keys                KeysConfig
+	Flows               FlowsConfig
+	Limits              LimitsConfig
+	Legacy              LegacyConfig
 
 	// AllowPrivateTargets lets every outbound call a tenant controls
 	// (webhooks, OpenID discovery, JWKS, redirects) reach loopback,
@@ -92,6 +96,7 @@ func Flags(fs *flag.FlagSet) *Config {
 	fs.IntVar(&c.TokenCacheSize, "token-cache-size", 10000, "most verified bearer tokens remembered, across tenants")
 	fs.Int64Var(&c.WebhookMaxResponse, "webhook-max-response-bytes", 4<<20, "largest webhook answer accepted, in bytes")
 	fs.DurationVar(&c.CatalogueRefresh, "catalogue-refresh", time.Second, "how often each replica checks for catalogue changes made elsewhere")
+	fs.Int64Var(&c.CatalogueCacheBytes, "catalogue-cache-bytes", 1<<30, "bound on the tenants' catalogues a replica keeps in memory, in bytes (estimated); the least recently used are evicted past it and load again on their next request")
 	fs.StringVar(&c.StateKeys, "state-keys", "", "comma-separated base64 request-state secrets (≥32 bytes each), minting key first; shared by all replicas (default: a random per-process key)")
 	fs.StringVar(&c.SecretsKeys, "secrets-keys", "", "comma-separated base64 keys (≥32 bytes each) sealing webhook secrets in the database, sealing key first; the same on every replica (default: none, and secrets are stored unsealed)")
 	fs.StringVar(&c.ConfigFile, "config", "", "optional YAML file of settings, keyed by flag name")
@@ -217,6 +222,9 @@ func (c *Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		errs = append(errs, fmt.Errorf("log-level must be debug, info, warn or error, not %q", c.LogLevel))
+	}
+	if c.CatalogueCacheBytes < 1<<20 {
+		errs = append(errs, errors.New("catalogue-cache-bytes must be at least 1048576 (1 MiB)"))
 	}
 	if c.CatalogueRefresh < 10*time.Millisecond {
 		errs = append(errs, errors.New("catalogue-refresh must be at least 10ms"))

@@ -1,10 +1,13 @@
 package endpoint
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -34,8 +37,17 @@ type catalogues struct {
 
 	loads singleflight.Group
 
+	// budget bounds the snapshots' estimated bytes (snapshotSize); past
+	// it the least recently used are evicted, but never a tenant pinned
+	// says is in use by a stream (its changes must reach the stream).
+	// 0: no bound.
+	budget  int64
+	pinned  func(slug string) bool
+	evicted atomic.Int64 // snapshots evicted, ever
+
 	mu      sync.RWMutex
 	cache   map[string]*snapshot
+	bytes   int64             // the cached snapshots' estimated bytes
 	missing map[string]bool   // slugs known not to exist, until the next refresh
 	slugs   map[string]string // tenant id -> slug, as of the last refresh or load
 	failed  map[string]loadFailure
@@ -45,7 +57,64 @@ func newCatalogues(st CatalogueStore, log *slog.Logger, refresh time.Duration, v
 	return &catalogues{
 		store: st, log: log, refresh: refresh, version: version, publicURL: publicURL, changed: changed,
 		cache: map[string]*snapshot{}, missing: map[string]bool{}, slugs: map[string]string{}, failed: map[string]loadFailure{},
+		pinned: func(string) bool { return false },
 	}
+}
+
+// putLocked caches s for slug, replacing (and uncounting) what was
+// there, which it returns.
+func (cs *catalogues) putLocked(slug string, s *snapshot) *snapshot {
+	old := cs.cache[slug]
+	if old != nil {
+		cs.bytes -= old.size
+	}
+	s.used.Store(time.Now().UnixNano())
+	cs.cache[slug] = s
+	cs.bytes += s.size
+	return old
+}
+
+// dropLocked forgets slug's snapshot, if cached, and says whether it was.
+func (cs *catalogues) dropLocked(slug string) bool {
+	s, ok := cs.cache[slug]
+	if ok {
+		cs.bytes -= s.size
+		delete(cs.cache, slug)
+	}
+	return ok
+}
+
+// evictLocked brings the cache back within its budget, keeping keep (the
+// snapshot just loaded) and pinned tenants: the least recently used go
+// first, until the cache is at nine tenths of the budget, so one
+// eviction's scan makes room for many loads. An evicted tenant costs
+// nothing until its next request, which loads it again.
+func (cs *catalogues) evictLocked(keep string) {
+	if cs.budget <= 0 || cs.bytes <= cs.budget {
+		return
+	}
+	type cand struct {
+		slug string
+		used int64
+		size int64
+	}
+	cands := make([]cand, 0, len(cs.cache))
+	for slug, s := range cs.cache {
+		if slug != keep && !cs.pinned(slug) {
+			cands = append(cands, cand{slug, s.used.Load(), s.size})
+		}
+	}
+	slices.SortFunc(cands, func(a, b cand) int { return cmp.Compare(a.used, b.used) })
+	target := cs.budget / 10 * 9
+	n := 0
+	for _, c := range cands {
+		if cs.bytes <= target {
+			break
+		}
+		cs.dropLocked(c.slug)
+		n++
+	}
+	cs.evicted.Add(int64(n))
 }
 
 // loadTimeout bounds one catalogue load.
@@ -100,6 +169,9 @@ func (cs *catalogues) known(slug string) (*snapshot, bool, error) {
 	cs.mu.RLock()
 	defer cs.mu.RUnlock()
 	if s, ok := cs.cache[slug]; ok {
+		if cs.budget > 0 {
+			s.used.Store(time.Now().UnixNano())
+		}
 		return s, true, nil
 	}
 	if cs.missing[slug] {
@@ -116,8 +188,7 @@ func (cs *catalogues) load(ctx context.Context, slug string) (*snapshot, error) 
 	c, err := cs.store.LoadCatalogue(ctx, slug)
 	if errors.Is(err, store.ErrNotFound) {
 		cs.mu.Lock()
-		_, was := cs.cache[slug]
-		delete(cs.cache, slug)
+		was := cs.dropLocked(slug)
 		delete(cs.failed, slug)
 		cs.missing[slug] = true
 		cs.mu.Unlock()
@@ -134,7 +205,7 @@ func (cs *catalogues) load(ctx context.Context, slug string) (*snapshot, error) 
 			// this replica lacks. Serving the cached catalogue would sign
 			// with a secret that may have been replaced (rotated after a
 			// leak, say), so the tenant fails closed here until it loads.
-			delete(cs.cache, slug)
+			cs.dropLocked(slug)
 		}
 		cs.mu.Unlock()
 		return nil, err
@@ -144,11 +215,11 @@ func (cs *catalogues) load(ctx context.Context, slug string) (*snapshot, error) 
 		cs.log.ErrorContext(ctx, "catalogue item skipped", "tenant", slug, "err", e)
 	}
 	cs.mu.Lock()
-	old := cs.cache[slug]
-	cs.cache[slug] = s
+	old := cs.putLocked(slug, s)
 	delete(cs.missing, slug)
 	delete(cs.failed, slug)
 	cs.slugs[s.tenantID] = slug
+	cs.evictLocked(slug)
 	cs.mu.Unlock()
 	if old != nil && old.version != s.version {
 		cs.changed(slug, changes(old, s))
@@ -212,7 +283,7 @@ func (cs *catalogues) refreshAll(ctx context.Context) {
 		v, ok := current[slug]
 		switch {
 		case !ok:
-			delete(cs.cache, slug)
+			cs.dropLocked(slug)
 			gone = append(gone, slug)
 		case v != s.version:
 			stale = append(stale, slug)

@@ -52,6 +52,10 @@ type Options struct {
 	// Refresh is how often catalogue changes and flow cancellations made
 	// by other replicas are picked up.
 	Refresh time.Duration
+	// CatalogueBytes bounds the tenants' snapshots kept (estimated
+	// bytes); past it the least recently used are evicted, never one
+	// with a stream open. 0: no bound.
+	CatalogueBytes int64
 	// StateKeys are the shared request-state secrets, minting key first;
 	// none means a random per-process key.
 	StateKeys [][]byte
@@ -158,6 +162,7 @@ func New(ctx context.Context, opts Options) (*Handler, error) {
 		tasksDone: make(chan struct{}),
 	}
 	e.catalogues = newCatalogues(opts.Catalogues, log, opts.Refresh, opts.Version, opts.PublicURL, e.hub.publish)
+	e.catalogues.budget, e.catalogues.pinned = opts.CatalogueBytes, e.hub.streaming
 	e.flows = &flowEngine{
 		sealing:  &sealing{rings: rings, revoked: e.revoked, now: time.Now},
 		webhooks: newWebhookClient(opts.AllowPrivateTargets, opts.WebhookMaxResponse, opts.Telemetry),

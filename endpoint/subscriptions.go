@@ -122,6 +122,14 @@ func (h *hub) subscribe(slug, principal string) (ch chan listChanges, cancel fun
 	}, nil
 }
 
+// streaming reports whether a stream of slug is open here (its tenant
+// stays cached: its changes must reach the stream).
+func (h *hub) streaming(slug string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs[slug]) > 0
+}
+
 // publish delivers c to every subscriber of slug without blocking: a slow
 // subscriber's pending changes are merged instead of queued.
 func (h *hub) publish(slug string, c listChanges) {

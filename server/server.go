@@ -187,6 +187,7 @@ func New(ctx context.Context, in *config.Config, log *slog.Logger, version strin
 		AllowPrivateTargets: cfg.PrivateTargets(),
 		WebhookMaxResponse:  cfg.WebhookMaxResponse,
 		Refresh:             cfg.CatalogueRefresh,
+		CatalogueBytes:      cfg.CatalogueCacheBytes,
 		StateKeys:           set.stateKeys,
 		StreamMaxLifetime:   cfg.Limits.StreamMaxLifetime,
 		StreamsPerTenant:    cfg.Limits.StreamsPerTenant,

@@ -1,0 +1,191 @@
+package endpoint
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opsmcp/platform/store"
+)
+
+// cacheStore is a SQLite store holding n tenants t0000…, each with one
+// tool, and counts the catalogue loads it answers.
+type cacheStore struct {
+	*store.Store
+	loads int
+}
+
+func (c *cacheStore) LoadCatalogue(ctx context.Context, slug string) (*store.Catalogue, error) {
+	c.loads++
+	return c.Tenants().LoadCatalogue(ctx, slug)
+}
+
+func (c *cacheStore) Versions(ctx context.Context) ([]store.TenantVersion, error) {
+	return c.Tenants().Versions(ctx)
+}
+
+func (c *cacheStore) Get(ctx context.Context, slug string) (*store.Tenant, error) {
+	return c.Tenants().Get(ctx, slug)
+}
+
+func newCacheStore(t *testing.T, n int) *cacheStore {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "platform.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cs := make([]store.Catalogue, n)
+	for i := range cs {
+		slug := fmt.Sprintf("t%04d", i)
+		cs[i] = store.Catalogue{Tenant: store.Tenant{Slug: slug, DisplayName: slug}, Items: []store.Item{{Kind: "tool", Name: "echo",
+			Spec: `{"name":"echo","description":"` + strings.Repeat("e", 200) + `","inputSchema":{"type":"object","properties":{"text":{"type":"string"}}},"handler":{"url":"https://hooks.example.com/echo"}}`}}}
+	}
+	if err := st.Tenants().CreateCatalogues(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	return &cacheStore{Store: st}
+}
+
+// TestTheCatalogueCacheStaysWithinItsBudget: under a stream of distinct
+// tenants the cache never holds more than its budget (by its estimate),
+// evicting the least recently used: a tenant used all along stays, one
+// with a stream open stays however old, and an evicted tenant's next
+// request loads it again, once; a change to an evicted tenant costs the
+// refresh nothing.
+func TestTheCatalogueCacheStaysWithinItsBudget(t *testing.T) {
+	ctx := context.Background()
+	st := newCacheStore(t, 300)
+	cs := newCatalogues(st, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Second, "test", "http://127.0.0.1", func(string, listChanges) {})
+	one, err := cs.lookup(ctx, "t0000")
+	if err != nil || one == nil {
+		t.Fatal(err)
+	}
+	cs.budget = 40 * one.size // about forty tenants
+	cs.pinned = func(slug string) bool { return slug == "t0001" }
+	if _, err := cs.lookup(ctx, "t0001"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 2; i < 300; i++ {
+		if _, err := cs.lookup(ctx, fmt.Sprintf("t%04d", i)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cs.lookup(ctx, "t0000"); err != nil { // used all along
+			t.Fatal(err)
+		}
+		cs.mu.RLock()
+		over, bytes, n := cs.bytes > cs.budget, cs.bytes, len(cs.cache)
+		cs.mu.RUnlock()
+		if over {
+			t.Fatalf("after %d tenants the cache holds %d bytes in %d snapshots, over its budget of %d", i+1, bytes, n, cs.budget)
+		}
+	}
+	cs.mu.RLock()
+	_, hot := cs.cache["t0000"]
+	_, pinned := cs.cache["t0001"]
+	_, cold := cs.cache["t0002"]
+	var sum int64
+	for _, s := range cs.cache {
+		sum += s.size
+	}
+	counted := cs.bytes
+	cs.mu.RUnlock()
+	if !hot || !pinned || cold {
+		t.Fatalf("cached: the tenant in use %v, the pinned one %v, the oldest %v", hot, pinned, cold)
+	}
+	if sum != counted {
+		t.Fatalf("the cache counts %d bytes; its snapshots hold %d", counted, sum)
+	}
+	if cs.evicted.Load() < 200 {
+		t.Fatalf("%d evictions for 300 tenants in a cache of about 40", cs.evicted.Load())
+	}
+	// An evicted tenant loads again on its next request, once.
+	before := st.loads
+	for range 3 {
+		if s, err := cs.lookup(ctx, "t0002"); err != nil || s == nil || s.slug != "t0002" {
+			t.Fatalf("the evicted tenant: %v %v", s, err)
+		}
+	}
+	if st.loads != before+1 {
+		t.Fatalf("%d loads for an evicted tenant's three requests", st.loads-before)
+	}
+	// A change to an evicted tenant: the refresh reads no catalogue.
+	if _, err := st.Tenants().UpdateItem(ctx, "t0100", "tool", "echo", 0, func(it *store.Item) error {
+		it.Spec = strings.Replace(it.Spec, `"description":"e`, `"description":"E`, 1)
+		return nil
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	before = st.loads
+	cs.refreshAll(ctx)
+	if st.loads != before {
+		t.Fatalf("the refresh loaded %d catalogues for a change to an evicted tenant", st.loads-before)
+	}
+}
+
+// BenchmarkSnapshotSize calibrates snapshotSize: it loads tenants of the
+// scale benchmark's shape (tools with a declared form question, one or
+// three a tenant) and reports the heap each holds after a collection
+// (heap-B/tenant) beside the estimate (estimate-B/tenant).
+func BenchmarkSnapshotSize(b *testing.B) {
+	for _, tools := range []int{1, 3} {
+		b.Run(fmt.Sprintf("tools=%d", tools), func(b *testing.B) { benchSnapshotSize(b, tools) })
+	}
+}
+
+func benchSnapshotSize(b *testing.B, tools int) {
+	ctx := context.Background()
+	const n = 2000
+	st, err := store.Open(ctx, "sqlite:"+filepath.Join(b.TempDir(), "platform.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	spec := `{"name":"order","description":"Orders a coffee","inputSchema":{"type":"object","properties":{"size":{"type":"string","enum":["small","large"]}},"required":["size"]},` +
+		`"handler":{"url":"https://hooks.example.com/order","timeoutMs":5000},"inputs":[{"name":"milk","kind":"form","message":"Which milk?",` +
+		`"requestedSchema":{"type":"object","properties":{"milk":{"type":"string","enum":["none","oat","whole"]}},"required":["milk"]}}]}`
+	secret := "whsec_" + strings.Repeat("s", 43)
+	cats := make([]store.Catalogue, n)
+	for i := range cats {
+		slug := fmt.Sprintf("t%05d", i)
+		cats[i] = store.Catalogue{Tenant: store.Tenant{Slug: slug, DisplayName: slug}}
+		for j := range tools {
+			name := fmt.Sprintf("order%d", j)
+			cats[i].Items = append(cats[i].Items, store.Item{Kind: "tool", Name: name, Spec: strings.Replace(spec, `"order"`, `"`+name+`"`, 1), WebhookSecret: &secret})
+		}
+	}
+	if err := st.Tenants().CreateCatalogues(ctx, cats); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		cs := newCatalogues(&cacheStore{Store: st}, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Second, "test", "http://127.0.0.1", func(string, listChanges) {})
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for i := range n {
+			if _, err := cs.lookup(ctx, fmt.Sprintf("t%05d", i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/tenant")
+		cs.mu.RLock()
+		b.ReportMetric(float64(cs.bytes)/n, "estimate-B/tenant")
+		cs.mu.RUnlock()
+		runtime.KeepAlive(cs)
+	}
+}
