@@ -718,45 +718,6 @@ func (s *Server) streamFlows(c *gin.Context) {
 	}
 }
 
-// targetActivity answers GET /tenants/{slug}/activity: the tenant's
-// calls over the last day by method and target, with how many failed or
-// were refused (the catalogue view's failure rates).
-func (s *Server) targetActivity(c *gin.Context) {
-	t := tenantOf(c)
-	if t == nil {
-		writeProblem(c, probNotFound.with("tenant \""+c.Param("slug")+"\": not found"))
-		return
-	}
-	if p := unknownParams(c, nil); len(p) > 0 {
-		writeProblem(c, probMalformed.with("unknown parameters", p...))
-		return
-	}
-	acts, err := s.opts.Record.TargetActivities(c.Request.Context(), t.ID, time.Now().Add(-targetWindow))
-	if err != nil {
-		s.storeProblem(c, err)
-		return
-	}
-	type item struct {
-		Method      string  `json:"method"`
-		Target      string  `json:"target"`
-		Calls       int64   `json:"calls"`
-		Failed      int64   `json:"failed"`
-		FailureRate float64 `json:"failureRate"`
-	}
-	out := make([]item, 0, len(acts))
-	for _, a := range acts {
-		if a.Target == "" {
-			continue // refused before its target was known
-		}
-		out = append(out, item{a.Method, a.Target, a.Calls, a.Failed, float64(a.Failed) / float64(max(a.Calls, 1))})
-	}
-	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusOK, gin.H{"window": targetWindow.String(), "items": out})
-}
-
-// targetWindow is the window of a tenant's failure rates by target.
-const targetWindow = 24 * time.Hour
-
 // activityWindow is the window of the overview's rates.
 const activityWindow = time.Hour
 

@@ -36,12 +36,13 @@ func linkCheck(kind catalogue.Kind, def catalogue.Definition) store.CatalogueChe
 		if t == nil || t.AppLink() == "" {
 			return nil
 		}
-		field := "_meta.ui.resourceUri"
-		if !hasNestedLink(t) {
-			field = "_meta.ui/resourceUri"
-		}
+		field := t.AppLinkField()
 		return func(v store.CatalogueView) error {
-			if err := resolveLink(v, t.AppLink()); err != nil {
+			templates, err := viewTemplates(v)
+			if err != nil {
+				return err
+			}
+			if err := resolveLink(v, templates, t.AppLink()); err != nil {
 				return &linkError{tool: t.Name, field: field, why: err.Error()}
 			}
 			return nil
@@ -52,37 +53,52 @@ func linkCheck(kind catalogue.Kind, def catalogue.Definition) store.CatalogueChe
 	return nil
 }
 
-// hasNestedLink reports whether a tool names its view in _meta.ui
-// (rather than only in the deprecated flat key).
-func hasNestedLink(t *catalogue.Tool) bool {
-	var m struct {
-		UI struct {
-			ResourceURI string `json:"resourceUri"`
-		} `json:"ui"`
-	}
-	return json.Unmarshal(t.Meta, &m) == nil && m.UI.ResourceURI != ""
-}
-
 // everyLinkResolves checks that every tool's view is served.
 func everyLinkResolves(v store.CatalogueView) error {
 	tools, err := v.Items(string(catalogue.KindTool))
 	if err != nil {
 		return err
 	}
+	var templates []catalogue.ResourceTemplate
+	loaded := false
 	for _, it := range tools {
 		var t catalogue.Tool
 		if json.Unmarshal([]byte(it.Spec), &t) != nil || t.AppLink() == "" {
 			continue
 		}
-		if err := resolveLink(v, t.AppLink()); err != nil {
+		if !loaded {
+			if templates, err = viewTemplates(v); err != nil {
+				return err
+			}
+			loaded = true
+		}
+		if err := resolveLink(v, templates, t.AppLink()); err != nil {
 			return &linkError{tool: t.Name, why: fmt.Sprintf("tool %q links to %s as its view, which this change would leave unserved (%v): change or delete the tool first", t.Name, t.AppLink(), err)}
 		}
 	}
 	return nil
 }
 
-// resolveLink reports whether the tenant serves uri as a view.
-func resolveLink(v store.CatalogueView, uri string) error {
+// viewTemplates are the tenant's resource templates, read once for a
+// check however many links it resolves.
+func viewTemplates(v store.CatalogueView) ([]catalogue.ResourceTemplate, error) {
+	items, err := v.Items(string(catalogue.KindResourceTemplate))
+	if err != nil {
+		return nil, err
+	}
+	templates := make([]catalogue.ResourceTemplate, 0, len(items))
+	for _, it := range items {
+		var t catalogue.ResourceTemplate
+		if json.Unmarshal([]byte(it.Spec), &t) == nil {
+			templates = append(templates, t)
+		}
+	}
+	return templates, nil
+}
+
+// resolveLink reports whether the tenant serves uri as a view: a static
+// resource of that URI (one indexed read), else one of its templates.
+func resolveLink(v store.CatalogueView, templates []catalogue.ResourceTemplate, uri string) error {
 	it, err := v.Resource(uri)
 	if err != nil {
 		return err
@@ -92,17 +108,6 @@ func resolveLink(v store.CatalogueView, uri string) error {
 		res = new(catalogue.Resource)
 		if err := json.Unmarshal([]byte(it.Spec), res); err != nil {
 			return fmt.Errorf("resource %q: %w", it.Name, err)
-		}
-	}
-	items, err := v.Items(string(catalogue.KindResourceTemplate))
-	if err != nil {
-		return err
-	}
-	templates := make([]catalogue.ResourceTemplate, 0, len(items))
-	for _, it := range items {
-		var t catalogue.ResourceTemplate
-		if json.Unmarshal([]byte(it.Spec), &t) == nil {
-			templates = append(templates, t)
 		}
 	}
 	return catalogue.AppViewServed(uri, func(string) *catalogue.Resource { return res }, templates)

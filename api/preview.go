@@ -19,6 +19,13 @@ import (
 // admin's cookies or storage, reaches nothing its metadata does not
 // declare (the admin API included), and cannot navigate the page.
 func (s *Server) previewView(c *gin.Context) {
+	// Only as a frame's document (or read by the UI's own fetch): a
+	// view opened as a page of its own, by a link it lured an admin to,
+	// would run at the top of a tab.
+	if dest := c.GetHeader("Sec-Fetch-Dest"); dest != "" && dest != "iframe" && dest != "empty" {
+		writeProblem(c, probForbidden.with("a view is previewed in the admin UI's frame, not as a page of its own"))
+		return
+	}
 	it, err := s.opts.Tenants.GetItem(c.Request.Context(), c.Param("slug"), string(catalogue.KindResource), c.Param("name"))
 	if err != nil {
 		s.storeProblem(c, err)

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -90,9 +91,21 @@ func (t *Tool) ui() (ui toolUI, flat string) {
 	if json.Unmarshal(t.Meta, &m) != nil {
 		return ui, ""
 	}
-	_ = json.Unmarshal(m["ui"], &ui)
+	ui = uiOfTool(m["ui"])
 	_ = json.Unmarshal(m["ui/resourceUri"], &flat)
 	return ui, flat
+}
+
+// uiOfTool reads a tool's _meta.ui by its exact keys, as hosts read it
+// (encoding/json alone would take "ResourceUri" for "resourceUri").
+func uiOfTool(raw json.RawMessage) (ui toolUI) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return ui
+	}
+	_ = json.Unmarshal(m["resourceUri"], &ui.ResourceURI)
+	_ = json.Unmarshal(m["visibility"], &ui.Visibility)
+	return ui
 }
 
 // AppLink is the view a tool links to, "" for none.
@@ -102,6 +115,15 @@ func (t *Tool) AppLink() string {
 		return ui.ResourceURI
 	}
 	return flat
+}
+
+// AppLinkField names the field a tool's link is in: the nested one, or
+// the deprecated flat key when only it is given.
+func (t *Tool) AppLinkField() string {
+	if ui, _ := t.ui(); ui.ResourceURI == "" {
+		return "_meta.ui/resourceUri"
+	}
+	return "_meta.ui.resourceUri"
 }
 
 // AppOnly reports whether a tool is for views only (its visibility
@@ -140,7 +162,7 @@ func reservedMetaKey(k string) string {
 // whose keys follow the naming rule and are not MCP's; it returns the
 // members (nil when absent or not an object).
 func (p *problems) meta(field string, raw json.RawMessage) map[string]json.RawMessage {
-	if len(raw) == 0 || string(raw) == "null" {
+	if len(raw) == 0 {
 		return nil
 	}
 	if len(raw) > maxMeta {
@@ -149,7 +171,11 @@ func (p *problems) meta(field string, raw json.RawMessage) map[string]json.RawMe
 	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(raw, &m) != nil || m == nil {
-		p.add(field, "must be an object")
+		p.add(field, "must be an object (leave it out for none)")
+		return nil
+	}
+	if k := repeatedKey(raw); k != "" {
+		p.add(field, "has the key %q twice: clients would read one or the other", k)
 		return nil
 	}
 	for _, k := range slices.Sorted(maps.Keys(m)) {
@@ -161,6 +187,64 @@ func (p *problems) meta(field string, raw json.RawMessage) map[string]json.RawMe
 		}
 	}
 	return m
+}
+
+// repeatedKey is a key an object (or any object inside it) has twice,
+// "" for none. encoding/json keeps the last, and matches struct fields
+// without regard to case; other readers may keep the first.
+func repeatedKey(raw json.RawMessage) string {
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	var walk func() string
+	walk = func() string {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return ""
+				}
+				k, _ := kt.(string)
+				if seen[k] {
+					return k
+				}
+				seen[k] = true
+				if r := walk(); r != "" {
+					return r
+				}
+			}
+			_, _ = dec.Token()
+		case json.Delim('['):
+			for dec.More() {
+				if r := walk(); r != "" {
+					return r
+				}
+			}
+			_, _ = dec.Token()
+		}
+		return ""
+	}
+	return walk()
+}
+
+// exactKeys reports a key of the object raw that is not one of known,
+// compared exactly (encoding/json would take "CSP" for "csp"), "" for
+// none.
+func exactKeys(raw json.RawMessage, known ...string) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return ""
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if !slices.Contains(known, k) {
+			return k
+		}
+	}
+	return ""
 }
 
 // strict decodes raw into v, refusing unknown fields and trailing data.
@@ -201,10 +285,17 @@ func (p *problems) toolMeta(t *Tool) {
 					p.add("_meta.ui."+k, "is not a field of a tool's ui (resourceUri, visibility)")
 				}
 			}
-			if err := json.Unmarshal(raw, &ui); err != nil {
+			var uri string
+			var vis []string
+			if v, ok := probe["resourceUri"]; ok && json.Unmarshal(v, &uri) != nil {
 				p.add("_meta.ui", "resourceUri must be a string and visibility an array of strings")
 				break
 			}
+			if v, ok := probe["visibility"]; ok && json.Unmarshal(v, &vis) != nil {
+				p.add("_meta.ui", "resourceUri must be a string and visibility an array of strings")
+				break
+			}
+			ui = uiOfTool(raw)
 			if len(probe) == 0 {
 				p.add("_meta.ui", "must name a resourceUri or a visibility")
 			}
@@ -298,6 +389,26 @@ func (p *problems) uiOfView(field string, raw json.RawMessage) {
 		p.add(field, "must be an object of csp, permissions, domain and prefersBorder: %v", err)
 		return
 	}
+	// Hosts read the keys exactly: a key spelt in another case would pass
+	// encoding/json's matching unchecked.
+	if k := exactKeys(raw, "csp", "permissions", "domain", "prefersBorder"); k != "" {
+		p.add(field, "%q is not a field of a view's ui (csp, permissions, domain, prefersBorder; exactly so spelt)", k)
+		return
+	}
+	if k := repeatedKey(raw); k != "" {
+		p.add(field, "has the key %q twice", k)
+		return
+	}
+	var parts struct {
+		CSP json.RawMessage `json:"csp"`
+	}
+	_ = json.Unmarshal(raw, &parts)
+	if len(parts.CSP) > 0 && string(parts.CSP) != "null" {
+		if k := exactKeys(parts.CSP, "connectDomains", "resourceDomains", "frameDomains", "baseUriDomains"); k != "" {
+			p.add(field+".csp", "%q is not a list of a view's CSP (connectDomains, resourceDomains, frameDomains, baseUriDomains; exactly so spelt)", k)
+			return
+		}
+	}
 	if ui.CSP != nil {
 		for _, l := range []struct {
 			name string
@@ -311,6 +422,8 @@ func (p *problems) uiOfView(field string, raw json.RawMessage) {
 			for i, o := range l.list {
 				if err := ValidateOrigin(o); err != nil {
 					p.add(fmt.Sprintf("%s.csp.%s[%d]", field, l.name, i), "%v", err)
+				} else if l.name != "connectDomains" && strings.HasPrefix(o, "wss:") {
+					p.add(fmt.Sprintf("%s.csp.%s[%d]", field, l.name, i), "%q: wss: origins belong in connectDomains (WebSockets) only", o)
 				}
 			}
 		}
@@ -329,14 +442,6 @@ func (p *problems) uiOfView(field string, raw json.RawMessage) {
 	}
 }
 
-// ValidateViewUI checks a view's _meta.ui as a template handler returned
-// it; the error names each problem.
-func ValidateViewUI(raw json.RawMessage) error {
-	var p problems
-	p.uiOfView("_meta.ui", raw)
-	return p.err()
-}
-
 // ValidateOrigin checks one origin of a view's CSP lists: https: or
 // wss:, a host (its leftmost label may be * for any subdomain) and an
 // optional port, nothing else. A bare * would allow everything.
@@ -350,12 +455,20 @@ func ValidateOrigin(o string) error {
 		return fmt.Errorf("%q is not an origin", o)
 	case u.Scheme != "https" && u.Scheme != "wss":
 		return fmt.Errorf("%q: the scheme must be https or wss", o)
-	case u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || strings.Contains(o, "#") || u.Opaque != "":
+	case u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.ContainsAny(o, "#?") || u.Opaque != "":
 		return fmt.Errorf("%q: an origin has no user, path, query or fragment", o)
 	}
 	host := u.Hostname()
-	if port := u.Port(); port != "" && (len(port) > 5 || strings.Trim(port, "0123456789") != "") {
-		return fmt.Errorf("%q: the port must be a number", o)
+	if strings.HasSuffix(u.Host, ":") {
+		return fmt.Errorf("%q: the port must be a number from 1 to 65535", o)
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strings.Trim(port, "0123456789") != "" {
+			return fmt.Errorf("%q: the port must be a number from 1 to 65535", o)
+		}
+	}
+	if strings.Contains(host, ":") {
+		return fmt.Errorf("%q: a CSP source cannot name an IPv6 address", o)
 	}
 	if net.ParseIP(host) != nil {
 		return nil
@@ -455,10 +568,10 @@ func validateIconSrc(src string) error {
 		}
 		head, data, ok := strings.Cut(rest, ",")
 		typ, enc, _ := strings.Cut(head, ";")
-		if !ok || enc != "base64" || !slices.Contains(iconTypes, strings.ToLower(typ)) {
+		if !ok || !strings.EqualFold(enc, "base64") || !slices.Contains(iconTypes, strings.ToLower(typ)) {
 			return fmt.Errorf("a data: icon must be data:<image type>;base64,… with one of %s", strings.Join(iconTypes, ", "))
 		}
-		if _, err := base64.StdEncoding.Strict().DecodeString(data); err != nil || data == "" {
+		if _, err := base64.StdEncoding.Strict().DecodeString(data); err != nil || data == "" || strings.ContainsAny(data, "\r\n") {
 			return errors.New("a data: icon's data must be standard base64")
 		}
 		return nil
@@ -548,11 +661,23 @@ func ViewCSP(ui json.RawMessage) string {
 	}, "; ")
 }
 
-// ViewUIOf is the ui member of a view's _meta (nil for none).
+// ViewUIOf is the ui member of a view's _meta, by its exact key (nil
+// for none).
 func ViewUIOf(meta json.RawMessage) json.RawMessage {
-	var m struct {
-		UI json.RawMessage `json:"ui"`
-	}
+	var m map[string]json.RawMessage
 	_ = json.Unmarshal(meta, &m)
-	return m.UI
+	return m["ui"]
+}
+
+// ValidateViewMeta checks a view's _meta as a template handler returned
+// it with a read: an object, no key twice, and its ui (by its exact key)
+// as a registered view's is checked.
+func ValidateViewMeta(meta json.RawMessage) error {
+	var p problems
+	if m := p.meta("_meta", meta); m != nil {
+		if ui, ok := m["ui"]; ok {
+			p.uiOfView("_meta.ui", ui)
+		}
+	}
+	return p.err()
 }

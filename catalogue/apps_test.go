@@ -46,6 +46,9 @@ func TestAToolsMetaLinksItsViewAndFollowsTheKeyRule(t *testing.T) {
 		{"a visibility empty", `{"ui":{"visibility":[]}}`, []string{"_meta.ui.visibility"}, nil},
 		{"a visibility not a list", `{"ui":{"visibility":"app"}}`, []string{"_meta.ui"}, nil},
 		{"meta not an object", `["ui"]`, []string{"_meta"}, nil},
+		{"meta null", `null`, []string{"_meta"}, nil},
+		{"a link twice", `{"ui":{"resourceUri":"ui://a/v"},"ui":{"resourceUri":"ui://a/w"}}`, []string{"_meta"}, nil},
+		{"a link spelt in capitals beside it", `{"ui":{"resourceUri":"ui://a/v","ResourceUri":"https://evil.example"}}`, []string{"_meta.ui.ResourceUri"}, nil},
 		{"a reserved prefix", `{"io.modelcontextprotocol/ui":{}}`, []string{"_meta"}, map[string]string{"_meta": "reserved for MCP"}},
 		{"a reserved prefix, mcp", `{"dev.mcp/x":1}`, []string{"_meta"}, nil},
 		{"a reserved prefix, cased", `{"io.ModelContextProtocol/x":1}`, []string{"_meta"}, nil},
@@ -103,7 +106,20 @@ func TestViewsAreUIResourcesOfTheAppTypeWithCheckedMetadata(t *testing.T) {
 	}{
 		{"a plain view", nil, nil, nil},
 		{"full metadata", ui(`{"csp":{"connectDomains":["https://api.acme.example","wss://live.acme.example:8443"],"resourceDomains":["https://*.cdn.example"],"frameDomains":["https://embed.example"],"baseUriDomains":["https://acme.example"]},"permissions":{"clipboardWrite":{},"camera":{}},"domain":"acme.views.example","prefersBorder":false}`), nil, nil},
-		{"an IP origin", ui(`{"csp":{"connectDomains":["https://192.0.2.7:8443","https://[2001:db8::1]"]}}`), nil, nil},
+		{"an IP origin", ui(`{"csp":{"connectDomains":["https://192.0.2.7:8443"]}}`), nil, nil},
+		{"an IPv6 origin", ui(`{"csp":{"connectDomains":["https://[2001:db8::1]"]}}`), []string{"_meta.ui.csp.connectDomains[0]"}, nil},
+		{"an empty query", ui(`{"csp":{"connectDomains":["https://a.example?"]}}`), []string{"_meta.ui.csp.connectDomains[0]"}, nil},
+		{"an empty port", ui(`{"csp":{"connectDomains":["https://a.example:"]}}`), []string{"_meta.ui.csp.connectDomains[0]"}, nil},
+		{"a port too large", ui(`{"csp":{"connectDomains":["https://a.example:99999"]}}`), []string{"_meta.ui.csp.connectDomains[0]"}, nil},
+		{"port zero", ui(`{"csp":{"connectDomains":["https://a.example:0"]}}`), []string{"_meta.ui.csp.connectDomains[0]"}, nil},
+		{"wss for scripts", ui(`{"csp":{"resourceDomains":["wss://live.example"]}}`), []string{"_meta.ui.csp.resourceDomains[0]"}, nil},
+		{"a CSP list spelt in capitals, hiding a bare *", ui(`{"csp":{"connectDomains":["*"],"ConnectDomains":[]}}`), []string{"_meta.ui.csp"}, nil},
+		{"csp spelt in capitals, hiding bad origins", ui(`{"csp":{"connectDomains":["*"]},"CSP":null}`), []string{"_meta.ui"}, nil},
+		{"a key twice", ui(`{"prefersBorder":true,"prefersBorder":false}`), []string{"_meta"}, nil},
+		{"ui twice", func(r *catalogue.Resource) {
+			r.Meta = json.RawMessage(`{"ui":{"prefersBorder":true},"ui":{"csp":{"connectDomains":["*"]}}}`)
+		}, []string{"_meta"}, nil},
+		{"_meta null", func(r *catalogue.Resource) { r.Meta = json.RawMessage(`null`) }, []string{"_meta"}, nil},
 		{"public", func(r *catalogue.Resource) { r.CacheScope = "public" }, nil, nil},
 		{"a blob", func(r *catalogue.Resource) {
 			r.Text, r.Blob = nil, base64.StdEncoding.EncodeToString([]byte("<html></html>"))
@@ -188,6 +204,8 @@ func TestIconsAreHTTPSOrBoundedImageData(t *testing.T) {
 		{"data of HTML", []catalogue.Icon{{Src: "data:text/html;base64,PGgxPg=="}}, []string{"icons[0].src"}},
 		{"data not base64", []catalogue.Icon{{Src: "data:image/png,<svg/>"}}, []string{"icons[0].src"}},
 		{"data badly encoded", []catalogue.Icon{{Src: "data:image/png;base64,***"}}, []string{"icons[0].src"}},
+		{"data with a line break", []catalogue.Icon{{Src: "data:image/png;base64,PHN2\nZy8+"}}, []string{"icons[0].src"}},
+		{"BASE64 in capitals", []catalogue.Icon{{Src: "data:image/svg+xml;BASE64,PHN2Zy8+"}}, nil},
 		{"data too large", []catalogue.Icon{{Src: "data:image/png;base64," + strings.Repeat("AAAA", 8<<10)}}, []string{"icons[0].src"}},
 		{"a bad size", []catalogue.Icon{{Src: "https://a.example/i.png", Sizes: []string{"48"}}}, []string{"icons[0].sizes[0]"}},
 		{"a bad type", []catalogue.Icon{{Src: "https://a.example/i.png", MimeType: "text/html"}}, []string{"icons[0].mimeType"}},

@@ -196,6 +196,9 @@ func TestATemplatesViewIsCheckedBeforeAHostGetsIt(t *testing.T) {
 		{"a bare * origin", `[{"uri":"{uri}","mimeType":"` + app + `","text":"a","_meta":{"ui":{"csp":{"connectDomains":["*"]}}}}]`, "connectDomains"},
 		{"an unknown ui field", `[{"uri":"{uri}","mimeType":"` + app + `","text":"a","_meta":{"ui":{"sandbox":"allow-top-navigation"}}}]`, "ui"},
 		{"a _meta not an object", `[{"uri":"{uri}","mimeType":"` + app + `","text":"a","_meta":[1]}]`, "object"},
+		{"ui hidden behind UI", `[{"uri":"{uri}","mimeType":"` + app + `","text":"a","_meta":{"ui":{"csp":{"connectDomains":["*"]}},"UI":{}}}]`, "connectDomains"},
+		{"csp hidden behind CSP", `[{"uri":"{uri}","mimeType":"` + app + `","text":"a","_meta":{"ui":{"csp":{"connectDomains":["*"]},"CSP":null}}}]`, "exactly so spelt"},
+		{"a key twice", `[{"uri":"{uri}","mimeType":"` + app + `","text":"a","_meta":{"ui":{"prefersBorder":true},"ui":{}}}]`, "twice"},
 		{"contents not items", `[1]`, "array of resource contents"},
 	} {
 		va.set(tc.contents)

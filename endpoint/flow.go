@@ -504,17 +504,9 @@ func viewContents(uri string, raw json.RawMessage) error {
 	if size > catalogue.MaxViewBytes {
 		return fmt.Errorf("a view's HTML must be at most %d bytes, not %d", catalogue.MaxViewBytes, size)
 	}
-	if len(v.Meta) > 0 && string(v.Meta) != "null" {
-		var m struct {
-			UI json.RawMessage `json:"ui"`
-		}
-		if err := json.Unmarshal(v.Meta, &m); err != nil {
-			return errors.New("a view's _meta must be an object")
-		}
-		if len(m.UI) > 0 {
-			if err := catalogue.ValidateViewUI(m.UI); err != nil {
-				return fmt.Errorf("a view's %v", strings.TrimPrefix(err.Error(), "invalid definition: "))
-			}
+	if len(v.Meta) > 0 {
+		if err := catalogue.ValidateViewMeta(v.Meta); err != nil {
+			return fmt.Errorf("a view's %v", strings.TrimPrefix(err.Error(), "invalid definition: "))
 		}
 	}
 	return nil

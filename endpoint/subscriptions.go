@@ -190,6 +190,14 @@ func (e *Handler) holdStream(x *exchange, snap *snapshot, p *auth.Principal) (*s
 		x.fail(newError(http.StatusTooManyRequests, mcp.CodeInvalidRequest, "Too many open streams: "+err.Error()+"; close one first", nil))
 		return nil, false
 	}
+	// The tenant is pinned in the cache from now on; if it was evicted
+	// since the request looked it up, a change made meanwhile is one the
+	// stream would never hear of: load it again and tell the stream.
+	if cur, _, _ := e.catalogues.known(snap.slug); cur == nil {
+		if cur, err := e.catalogues.lookup(x.ctx, snap.slug); err == nil && cur != nil && cur.version != snap.version {
+			e.hub.publish(snap.slug, everything)
+		}
+	}
 	deadline := time.Now().Add(e.opts.StreamMaxLifetime)
 	if p != nil && !p.Expires.IsZero() && p.Expires.Before(deadline) {
 		deadline = p.Expires

@@ -9,6 +9,7 @@ import (
 
 	"github.com/opsmcp/platform/testkit/browsertest"
 	"github.com/opsmcp/platform/testkit/oidctest"
+	"github.com/opsmcp/platform/testkit/platformtest"
 	"github.com/opsmcp/platform/testkit/testwait"
 )
 
@@ -151,6 +152,14 @@ func TestATenantsCatalogueIsReadableAndItsViewsPreviewSandboxed(t *testing.T) {
 	}
 	if r := p.Admin(t, http.MethodGet, "/api/v1/tenants/acme/resources/nope/preview", nil); r.Status != 404 {
 		t.Errorf("a missing view's preview: %d", r.Status)
+	}
+	// Not as a page of its own: a link a view lures an admin to.
+	h := http.Header{"Authorization": {"Bearer " + platformtest.AdminToken}, "Sec-Fetch-Dest": {"document"}}
+	if r := platformtest.Do(t, http.MethodGet, p.URL+"/api/v1/tenants/acme/resources/rollout/preview", h, nil); r.Status != 403 {
+		t.Errorf("the preview opened as a page: %d", r.Status)
+	}
+	if got := text(`tr[data-name="rollout"] td.c-details`); !strings.Contains(got, "view of deploy, rollout_status") {
+		t.Errorf("the view's row says %q", got)
 	}
 }
 

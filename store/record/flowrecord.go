@@ -58,8 +58,8 @@ type Flow struct {
 	PrincipalClient  string
 	ClientName       string
 	ClientVersion    string
-	// SessionID is the legacy session a bridged flow ran in (the id the
-	// sessions API shows); "" for every other flow. The first round
+	// SessionID is the legacy session the call ran in (the id the
+	// sessions API shows); "" for stateless calls. The first round
 	// that names one sets it; nothing changes it after.
 	SessionID string
 	Era       string
@@ -828,15 +828,22 @@ type TargetActivity struct {
 	Calls, Failed int64
 }
 
+// maxTargetRows bounds TargetActivities' rows (a target and state
+// each), the busiest first: the URIs a tenant's templates were read at
+// are as many as its callers made up.
+const maxTargetRows = 5000
+
 // TargetActivities are a tenant's calls changed since, by method and
-// target: the catalogue view's failure rates.
+// target (at most maxTargetRows targets and states, the busiest): the
+// catalogue view's failure rates.
 func (s *Record) TargetActivities(ctx context.Context, tenantID string, since time.Time) ([]TargetActivity, error) {
 	var rows []struct {
 		Method, Target, State string
 		N                     int64
 	}
 	err := s.db.WithContext(ctx).Model(&Flow{}).Select("method, target, state, COUNT(*) AS n").
-		Where("tenant_id = ? AND updated_at >= ?", tenantID, since.UTC()).Group("method, target, state").Scan(&rows).Error
+		Where("tenant_id = ? AND updated_at >= ?", tenantID, since.UTC()).Group("method, target, state").
+		Order("n DESC").Limit(maxTargetRows).Scan(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("count calls by target: %w", err)
 	}

@@ -64,12 +64,17 @@ function badge(text, title, cls = "kind") { return h("span", { class: cls, title
 
 // failing shows a target's failure rate over the window, linked to its
 // failed calls.
-function failing(slug, act, method, target) {
-  const a = act.get(method + "\u0000" + target);
+// A template's reads are counted under the template (the server matches
+// each URI read to the template it expands from); their link lists the
+// reads of the tenant.
+function failing(slug, act, method, target, template = "") {
+  const a = act.get(method + "\u0000" + target + "\u0000" + template);
   if (!a || !a.calls) return h("span", { class: "sub", title: "no calls in the last day" }, "–");
   const pct = 100 * a.failureRate;
   const text = (pct > 0 && pct < 10 ? pct.toFixed(1) : Math.round(pct)) + "%";
-  const href = "/admin/flows?" + new URLSearchParams({ tenant: slug, target, state: "failed,rejected" });
+  const q = { tenant: slug, method, state: "failed,rejected", since: "24h" };
+  if (target) q.target = target;
+  const href = "/admin/flows?" + new URLSearchParams(q);
   return h("a", { href, "data-link": true, class: a.failureRate > 0.05 ? "warn" : "", title: `${a.failed} of ${a.calls} calls failed or refused in the last day` }, text);
 }
 
@@ -117,7 +122,7 @@ export default async function cataloguePage(ctx, slug) {
     api(base), all(base + "/tools"), all(base + "/prompts"), all(base + "/resources"), all(base + "/resource-templates"),
     api(base + "/activity").catch(() => ({ items: [] })),
   ]);
-  const act = new Map(activity.items.map((a) => [a.method + "\u0000" + a.target, a]));
+  const act = new Map(activity.items.map((a) => [a.method + "\u0000" + (a.target || "") + "\u0000" + (a.template || ""), a]));
 
   const preview = h("dialog", { class: "preview", "aria-labelledby": "preview-title" });
   async function openPreview(r) {
@@ -158,6 +163,8 @@ export default async function cataloguePage(ctx, slug) {
     p.arguments?.length ? badge("arguments " + p.arguments.map((a) => a.name + (a.required ? "*" : "")).join(", "), "* required") : null,
   ], p.handler, failing(slug, act, "prompts/get", p.name)));
 
+  // Which tools link to each view.
+  const linkedBy = (uri) => tools.filter((t) => (t._meta?.ui?.resourceUri || t._meta?.["ui/resourceUri"]) === uri).map((t) => t.name);
   const resourceRows = resources.map((r) => {
     const isView = r.mimeType === VIEW_TYPE && /^ui:\/\//i.test(r.uri);
     const size = r.text !== undefined ? new TextEncoder().encode(r.text).length : Math.floor((r.blob || "").length * 3 / 4);
@@ -165,25 +172,16 @@ export default async function cataloguePage(ctx, slug) {
       badge(r.mimeType || "no type", "its mimeType"),
       badge(size < 1024 ? `${size} B` : `${(size / 1024).toFixed(1)} KiB`, "its size"),
       r.cacheScope === "public" ? badge("public", "cacheable for every user") : null,
+      isView && linkedBy(r.uri).length ? badge("view of " + linkedBy(r.uri).join(", "), "the tools that link to this view", "kind view") : null,
       isView ? h("button", { type: "button", class: "small", "data-action": "preview", "aria-label": `Preview the view ${r.uri}`, onclick: () => openPreview(r) }, "Preview") : null,
     ], null, failing(slug, act, "resources/read", r.uri), h("div", { class: "mono sub" }, r.uri));
   });
 
-  // A template's reads are recorded by the URI read: its rate sums the
-  // reads its template matches (variables read as any text).
-  const templateRate = (t) => {
-    const re = new RegExp("^" + t.uriTemplate.split(/\{[^}]*\}/).map((s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join(".*") + "$");
-    let calls = 0, failed = 0;
-    for (const a of activity.items) if (a.method === "resources/read" && re.test(a.target) && !resources.some((r) => r.uri === a.target)) { calls += a.calls; failed += a.failed; }
-    if (!calls) return h("span", { class: "sub", title: "no reads in the last day" }, "–");
-    const pct = 100 * failed / calls;
-    return h("span", { class: failed / calls > 0.05 ? "warn" : "", title: `${failed} of ${calls} reads failed or refused in the last day` }, (pct > 0 && pct < 10 ? pct.toFixed(1) : Math.round(pct)) + "%");
-  };
   const templateRows = templates.map((t) => item(t.name, t.title, t.description, [
     badge(t.mimeType || "no type", "its mimeType"),
     inputsBadge(t.inputs),
     /^ui:\/\//i.test(t.uriTemplate) ? badge("view", "its reads are views (MCP Apps)", "kind view") : null,
-  ], t.handler, templateRate(t), h("div", { class: "mono sub" }, t.uriTemplate)));
+  ], t.handler, failing(slug, act, "resources/read", "", t.name), h("div", { class: "mono sub" }, t.uriTemplate)));
 
   main.append(
     h("div", { class: "bar" }, h("h1", {}, h("a", { href: "/admin/tenants", "data-link": true }, "Tenants"), " / ", slug),
