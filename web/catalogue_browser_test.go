@@ -72,8 +72,16 @@ func TestATenantsCatalogueIsReadableAndItsViewsPreviewSandboxed(t *testing.T) {
 	if r := p.MCP(t, "acme", "tools/call", obj{"name": "export", "arguments": obj{}}); r.Status != 200 {
 		t.Fatalf("export: %d %s", r.Status, r.Body)
 	}
-	testwait.Until(t, "the failed call recorded", func() bool {
-		return len(p.MustAdmin(t, 200, "GET", "/api/v1/tenants/acme/flows?target=export&state=failed", nil)["items"].([]any)) == 1
+	// report's handler answers a read as if it were a tool: each of
+	// two reads of its URIs failed.
+	for _, uri := range []string{"ui://acme/report/7", "ui://acme/report/8"} {
+		if r := p.MCP(t, "acme", "resources/read", obj{"uri": uri}); r.Status != 502 {
+			t.Fatalf("read %s: %d %s", uri, r.Status, r.Body)
+		}
+	}
+	testwait.Until(t, "the failed calls recorded", func() bool {
+		return len(p.MustAdmin(t, 200, "GET", "/api/v1/tenants/acme/flows?target=export&state=failed", nil)["items"].([]any)) == 1 &&
+			len(p.MustAdmin(t, 200, "GET", "/api/v1/tenants/acme/flows?method=resources/read&state=failed", nil)["items"].([]any)) == 2
 	})
 
 	ctx := browsertest.New(t)()
@@ -99,6 +107,7 @@ func TestATenantsCatalogueIsReadableAndItsViewsPreviewSandboxed(t *testing.T) {
 		{`tr[data-name="brief"] td.c-details`, "answered from its templates"},
 		{`tr[data-name="rollout"] td.c-details`, "text/html;profile=mcp-app"},
 		{`tr[data-name="report"] td.c-handler`, "· 4 s"},
+		{`tr[data-name="report"] td.c-failing`, "100%"},
 	} {
 		if got := text(c.sel); !strings.Contains(got, c.want) {
 			t.Errorf("%s: %q lacks %q", c.sel, got, c.want)
