@@ -227,6 +227,14 @@ func (cs *catalogues) load(ctx context.Context, slug string) (*snapshot, error) 
 	return s, nil
 }
 
+// stats says what the cache holds: tenants, their estimated bytes, and
+// the evictions since the start.
+func (cs *catalogues) stats() (tenants, bytes, evictions int64) {
+	cs.mu.RLock()
+	defer cs.mu.RUnlock()
+	return int64(len(cs.cache)), cs.bytes, cs.evicted.Load()
+}
+
 // slug returns the slug of the tenant with id tenantID as of the last
 // refresh or load (no database read).
 func (cs *catalogues) slug(tenantID string) (string, bool) {
@@ -298,4 +306,10 @@ func (cs *catalogues) refreshAll(ctx context.Context) {
 			cs.log.Warn("catalogue reload failed", "tenant", slug, "err", err)
 		}
 	}
+}
+
+// CatalogueCache says what the catalogue cache holds (the metrics'
+// source): tenants, their estimated bytes, evictions since the start.
+func (e *Handler) CatalogueCache() (tenants, bytes, evictions int64) {
+	return e.catalogues.stats()
 }

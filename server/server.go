@@ -337,6 +337,11 @@ func New(ctx context.Context, in *config.Config, log *slog.Logger, version strin
 	} else {
 		s.unreport = append(s.unreport, unreport)
 	}
+	if unreport, err := tel.ReportCatalogueCache(reg.CatalogueCache); err != nil {
+		log.Warn("catalogue cache gauges unavailable", "err", err)
+	} else {
+		s.unreport = append(s.unreport, unreport)
+	}
 	km.Start()
 	return s, nil
 }

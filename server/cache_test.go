@@ -1,0 +1,46 @@
+package server_test
+
+import (
+	"net/http"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/opsmcp/platform/config"
+	"github.com/opsmcp/platform/endpoint"
+	"github.com/opsmcp/platform/testkit/platformtest"
+)
+
+// TestTheCatalogueCacheIsMeasured: /metrics says how many tenants' catalogues
+// a replica holds, their estimated bytes, and how many were evicted: with
+// a budget smaller than one catalogue, each tenant's first request
+// evicts the one before.
+func TestTheCatalogueCacheIsMeasured(t *testing.T) {
+	const token = "metrics-token-0123456789"
+	p := platformtest.Start(t, platformtest.SQLiteURL(t), platformtest.WithConfig(func(c *config.Config) { c.MetricsToken = token }),
+		platformtest.WithServer(func(o *endpoint.Options) { o.CatalogueBytes = 1 }))
+	for _, slug := range []string{"one", "two", "three"} {
+		p.Tenant(t, slug)
+		if r := p.MCP(t, slug, "tools/list", nil); r.Status != 200 {
+			t.Fatalf("%s: tools/list %d", slug, r.Status)
+		}
+	}
+	r := platformtest.Do(t, http.MethodGet, p.URL+"/metrics", http.Header{"Authorization": {"Bearer " + token}}, nil)
+	value := func(name string) int64 {
+		m := regexp.MustCompile(`(?m)^` + name + `(?:\{[^}]*\})? (\d+)`).FindSubmatch(r.Body)
+		if m == nil {
+			t.Fatalf("/metrics has no %s:\n%s", name, r.Body)
+		}
+		n, _ := strconv.ParseInt(string(m[1]), 10, 64)
+		return n
+	}
+	if n := value("opsmcp_catalogue_cache_tenants"); n != 1 {
+		t.Errorf("tenants held: %d, want 1 (the last)", n)
+	}
+	if n := value("opsmcp_catalogue_cache_bytes"); n < 2560 {
+		t.Errorf("bytes held: %d", n)
+	}
+	if n := value("opsmcp_catalogue_cache_evictions_total"); n < 2 {
+		t.Errorf("evictions: %d, want at least 2", n)
+	}
+}
