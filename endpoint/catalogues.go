@@ -44,6 +44,8 @@ type catalogues struct {
 	budget  int64
 	pinned  func(slug string) bool
 	evicted atomic.Int64 // snapshots evicted, ever
+	// forget is told of the tenants evicted (their key rings go too).
+	forget func(tenantID string)
 
 	mu      sync.RWMutex
 	cache   map[string]*snapshot
@@ -57,7 +59,7 @@ func newCatalogues(st CatalogueStore, log *slog.Logger, refresh time.Duration, v
 	return &catalogues{
 		store: st, log: log, refresh: refresh, version: version, publicURL: publicURL, changed: changed,
 		cache: map[string]*snapshot{}, missing: map[string]bool{}, slugs: map[string]string{}, failed: map[string]loadFailure{},
-		pinned: func(string) bool { return false },
+		pinned: func(string) bool { return false }, forget: func(string) {},
 	}
 }
 
@@ -88,20 +90,20 @@ func (cs *catalogues) dropLocked(slug string) bool {
 // snapshot just loaded) and pinned tenants: the least recently used go
 // first, until the cache is at nine tenths of the budget, so one
 // eviction's scan makes room for many loads. An evicted tenant costs
-// nothing until its next request, which loads it again.
-func (cs *catalogues) evictLocked(keep string) {
+// nothing until its next request, which loads it again. It returns the
+// evicted tenants' ids, for their key rings to go too.
+func (cs *catalogues) evictLocked(keep string) (tenantIDs []string) {
 	if cs.budget <= 0 || cs.bytes <= cs.budget {
-		return
+		return nil
 	}
 	type cand struct {
-		slug string
-		used int64
-		size int64
+		slug, tenantID string
+		used           int64
 	}
 	cands := make([]cand, 0, len(cs.cache))
 	for slug, s := range cs.cache {
 		if slug != keep && !cs.pinned(slug) {
-			cands = append(cands, cand{slug, s.used.Load(), s.size})
+			cands = append(cands, cand{slug, s.tenantID, s.used.Load()})
 		}
 	}
 	slices.SortFunc(cands, func(a, b cand) int { return cmp.Compare(a.used, b.used) })
@@ -112,9 +114,11 @@ func (cs *catalogues) evictLocked(keep string) {
 			break
 		}
 		cs.dropLocked(c.slug)
+		tenantIDs = append(tenantIDs, c.tenantID)
 		n++
 	}
 	cs.evicted.Add(int64(n))
+	return tenantIDs
 }
 
 // loadTimeout bounds one catalogue load.
@@ -219,8 +223,11 @@ func (cs *catalogues) load(ctx context.Context, slug string) (*snapshot, error) 
 	delete(cs.missing, slug)
 	delete(cs.failed, slug)
 	cs.slugs[s.tenantID] = slug
-	cs.evictLocked(slug)
+	evicted := cs.evictLocked(slug)
 	cs.mu.Unlock()
+	for _, id := range evicted {
+		cs.forget(id)
+	}
 	if old != nil && old.version != s.version {
 		cs.changed(slug, changes(old, s))
 	}

@@ -73,6 +73,8 @@ func TestTheCatalogueCacheStaysWithinItsBudget(t *testing.T) {
 	}
 	cs.budget = 40 * one.size // about forty tenants
 	cs.pinned = func(slug string) bool { return slug == "t0001" }
+	forgotten := map[string]bool{}
+	cs.forget = func(id string) { forgotten[id] = true } // the key rings
 	if _, err := cs.lookup(ctx, "t0001"); err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +111,17 @@ func TestTheCatalogueCacheStaysWithinItsBudget(t *testing.T) {
 	if cs.evicted.Load() < 200 {
 		t.Fatalf("%d evictions for 300 tenants in a cache of about 40", cs.evicted.Load())
 	}
+	if int64(len(forgotten)) != cs.evicted.Load() {
+		t.Fatalf("%d key rings forgotten for %d evictions", len(forgotten), cs.evicted.Load())
+	}
+	cs.mu.RLock()
+	for _, s := range cs.cache {
+		if forgotten[s.tenantID] && s.slug != "t0002" {
+			// Forgotten, then loaded again: only by a request.
+			t.Errorf("tenant %s is cached and its ring forgotten", s.slug)
+		}
+	}
+	cs.mu.RUnlock()
 	// An evicted tenant loads again on its next request, once.
 	before := st.loads
 	for range 3 {

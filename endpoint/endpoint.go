@@ -163,6 +163,9 @@ func New(ctx context.Context, opts Options) (*Handler, error) {
 	}
 	e.catalogues = newCatalogues(opts.Catalogues, log, opts.Refresh, opts.Version, opts.PublicURL, e.hub.publish)
 	e.catalogues.budget, e.catalogues.pinned = opts.CatalogueBytes, e.hub.streaming
+	if f, ok := opts.Keys.(interface{ Forget(tenantID string) }); ok {
+		e.catalogues.forget = f.Forget
+	}
 	e.flows = &flowEngine{
 		sealing:  &sealing{rings: rings, revoked: e.revoked, now: time.Now},
 		webhooks: newWebhookClient(opts.AllowPrivateTargets, opts.WebhookMaxResponse, opts.Telemetry),

@@ -386,3 +386,33 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 }
 
 func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }
+
+// TestAForgottenRingIsNoLongerKeptAndReadsAgainOnUse: a ring the
+// endpoint forgets (its tenant evicted from the catalogue cache) leaves
+// the cache, so it is neither refreshed nor reported; the tenant's next
+// round reads it again, and what it sealed before still opens.
+func TestAForgottenRingIsNoLongerKeptAndReadsAgainOnUse(t *testing.T) {
+	st := platformtest.Store(t, platformtest.SQLiteURL(t))
+	acme, other := addTenant(t, st, "acme", 60), addTenant(t, st, "other", 60)
+	m := localManager(t, st, masterKey(), nil)
+	tok, _ := seal(t, sealer(t, m, acme, time.Minute, time.Now), acme)
+	sealer(t, m, other, time.Minute, time.Now)
+	held := func() map[string]bool {
+		out := map[string]bool{}
+		m.Rings(func(r keys.RingStatus) { out[r.TenantID] = true })
+		return out
+	}
+	if h := held(); !h[acme] || !h[other] {
+		t.Fatalf("rings held before: %v", h)
+	}
+	m.Forget(acme)
+	if h := held(); h[acme] || !h[other] {
+		t.Fatalf("rings held after forgetting acme: %v", h)
+	}
+	if reason := openReason(t, sealer(t, m, acme, time.Minute, time.Now), acme, tok); reason != "" {
+		t.Fatalf("a state sealed before the ring was forgotten: %s", reason)
+	}
+	if h := held(); !h[acme] {
+		t.Fatalf("acme's ring after its next use: %v", h)
+	}
+}

@@ -250,6 +250,17 @@ func (m *Manager) entry(tenantID string) *entry {
 	return e
 }
 
+// Forget drops a tenant's ring from the cache (the endpoint evicted the
+// tenant): it is no longer refreshed, and its next use reads it again.
+func (m *Manager) Forget(tenantID string) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.entries, tenantID)
+}
+
 func (m *Manager) allEntries() []*entry {
 	m.mu.Lock()
 	defer m.mu.Unlock()
