@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -288,4 +289,60 @@ func heapInuse() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapInuse
+}
+
+// BenchmarkFirstRequest is what a cold tenant's first request costs
+// against a warm one's: BENCH_FIRST_TENANTS tenants (default 10,000, of
+// the scale benchmark's shape) are seeded, none loaded; then one client
+// sends each of a sample of them a tools/list twice, the first loading
+// its catalogue (cold), the second served from the cache (warm). It
+// reports the latency of each at the median and the 99th percentile,
+// in µs, as the client sees it on loopback.
+func BenchmarkFirstRequest(b *testing.B) {
+	n := 10_000
+	if s := os.Getenv("BENCH_FIRST_TENANTS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil {
+			b.Fatalf("BENCH_FIRST_TENANTS: %v", err)
+		}
+	}
+	hook, _ := countingHook(b)
+	p := platformtest.Start(b, platformtest.SQLiteURL(b), platformtestServerTelemetryOff(),
+		platformtest.WithConfig(func(c *config.Config) { c.CatalogueRefresh = time.Second }))
+	seedScale(b, p.Server.Store(), n, hook.URL)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	defer client.CloseIdleConnections()
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + validMeta + `}}`)
+	sample := min(n, 2000)
+	step := max(n/sample, 1)
+	var cold, warm []time.Duration
+	b.ResetTimer()
+	k := 0 // each iteration takes tenants none before loaded
+	for b.Loop() {
+		if k >= step {
+			b.Fatalf("every tenant is loaded after %d iterations: run with -benchtime 1x", k)
+		}
+		cold, warm = cold[:0], warm[:0]
+		for i := 0; i < sample; i++ {
+			url := p.URL + "/t/" + scaleSlug(i*step+k) + "/mcp"
+			for _, into := range []*[]time.Duration{&cold, &warm} {
+				t0 := time.Now()
+				if err := listOne(client, url, body); err != nil {
+					b.Fatal(err)
+				}
+				*into = append(*into, time.Since(t0))
+			}
+		}
+		k++
+	}
+	b.StopTimer()
+	pct := func(d []time.Duration, q float64) float64 {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return float64(s[int(q*float64(len(s)-1))].Microseconds())
+	}
+	b.ReportMetric(pct(cold, 0.5), "cold-p50-µs")
+	b.ReportMetric(pct(cold, 0.99), "cold-p99-µs")
+	b.ReportMetric(pct(warm, 0.5), "warm-p50-µs")
+	b.ReportMetric(pct(warm, 0.99), "warm-p99-µs")
 }
