@@ -135,7 +135,12 @@ func (h itemHandlers) create(c *gin.Context) {
 		secret = catalogue.NewWebhookSecret()
 		it.WebhookSecret = &secret
 	}
-	if err := h.s.opts.Tenants.CreateItem(c.Request.Context(), c.Param("slug"), it, h.s.opts.CatalogueItems, linkCheck(h.k.kind, def)); err != nil {
+	// A new tool's view must be served; a new view breaks no link.
+	var check store.CatalogueCheck
+	if h.k.kind == catalogue.KindTool {
+		check = linkCheck(h.k.kind, def)
+	}
+	if err := h.s.opts.Tenants.CreateItem(c.Request.Context(), c.Param("slug"), it, h.s.opts.CatalogueItems, check); err != nil {
 		if !linkProblem(c, h.k.kind, err) {
 			h.s.storeProblem(c, err)
 		}

@@ -395,10 +395,7 @@ func (p *problems) uiOfView(field string, raw json.RawMessage) {
 		p.add(field, "%q is not a field of a view's ui (csp, permissions, domain, prefersBorder; exactly so spelt)", k)
 		return
 	}
-	if k := repeatedKey(raw); k != "" {
-		p.add(field, "has the key %q twice", k)
-		return
-	}
+	// A key twice was refused with the whole _meta (meta).
 	var parts struct {
 		CSP json.RawMessage `json:"csp"`
 	}
@@ -420,7 +417,7 @@ func (p *problems) uiOfView(field string, raw json.RawMessage) {
 				continue
 			}
 			for i, o := range l.list {
-				if err := ValidateOrigin(o); err != nil {
+				if err := validateOrigin(o); err != nil {
 					p.add(fmt.Sprintf("%s.csp.%s[%d]", field, l.name, i), "%v", err)
 				} else if l.name != "connectDomains" && strings.HasPrefix(o, "wss:") {
 					p.add(fmt.Sprintf("%s.csp.%s[%d]", field, l.name, i), "%q: wss: origins belong in connectDomains (WebSockets) only", o)
@@ -442,10 +439,10 @@ func (p *problems) uiOfView(field string, raw json.RawMessage) {
 	}
 }
 
-// ValidateOrigin checks one origin of a view's CSP lists: https: or
+// validateOrigin checks one origin of a view's CSP lists: https: or
 // wss:, a host (its leftmost label may be * for any subdomain) and an
 // optional port, nothing else. A bare * would allow everything.
-func ValidateOrigin(o string) error {
+func validateOrigin(o string) error {
 	if o == "*" || strings.Contains(o, "'") {
 		return fmt.Errorf("%q is not an origin: list each origin (https://host or wss://host, *.host for its subdomains)", o)
 	}
@@ -630,7 +627,7 @@ func ViewCSP(ui json.RawMessage) string {
 		keep := func(list []string) []string {
 			var out []string
 			for _, o := range list {
-				if ValidateOrigin(o) == nil {
+				if validateOrigin(o) == nil {
 					out = append(out, o)
 				}
 			}

@@ -157,8 +157,10 @@ func TestALegacySessionSeesTheSameViews(t *testing.T) {
 	if cont := read["contents"].([]any)[0].(map[string]any); cont["mimeType"] != catalogue.AppMimeType || !sameJSON(t, cont["_meta"], viewMeta) {
 		t.Fatalf("the view read as %v", read)
 	}
-	if read := c.result("resources/read", obj{"uri": "ui://acme/report/7"}); read["contents"] == nil {
-		t.Fatalf("the template's view read as %v", read)
+	tread := c.result("resources/read", obj{"uri": "ui://acme/report/7"})
+	if cs, _ := tread["contents"].([]any); len(cs) != 1 || cs[0].(map[string]any)["uri"] != "ui://acme/report/7" ||
+		cs[0].(map[string]any)["mimeType"] != catalogue.AppMimeType || !sameJSON(t, cs[0].(map[string]any)["_meta"], `{"ui":{"prefersBorder":false}}`) {
+		t.Fatalf("the template's view read as %v", tread)
 	}
 }
 

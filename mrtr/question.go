@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/opsmcp/platform/internal/jsontext"
 	"github.com/opsmcp/platform/mcp"
 )
 
@@ -42,13 +43,13 @@ func (c *compiledInput) render(args map[string]any, reason string) (question, er
 	switch c.in.Kind {
 	case KindForm:
 		req.Method = mcp.MethodElicit
-		req.Params, err = marshalNoEscape(formParams{
+		req.Params, err = jsontext.Marshal(formParams{
 			Message:         withReason(c.message.render(args), reason),
 			RequestedSchema: c.schemaJS,
 		})
 	case KindURL:
 		req.Method = mcp.MethodElicit
-		req.Params, err = marshalNoEscape(urlParams{
+		req.Params, err = jsontext.Marshal(urlParams{
 			Mode:    "url",
 			Message: withReason(c.message.render(args), reason),
 			URL:     c.url.render(args),
@@ -82,7 +83,7 @@ func withReason(msg, reason string) string {
 // characters. Canonicalization makes it independent of how the params
 // happen to be serialized, so replicas agree on it.
 func questionDigest(req InputRequest) (string, error) {
-	b, err := marshalNoEscape(struct {
+	b, err := jsontext.Marshal(struct {
 		Method string          `json:"method"`
 		Params json.RawMessage `json:"params"`
 	}{req.Method, req.Params})
@@ -169,16 +170,4 @@ func compactJSON(raw json.RawMessage) json.RawMessage {
 		return append(json.RawMessage(nil), raw...)
 	}
 	return b.Bytes()
-}
-
-// marshalNoEscape is json.Marshal without HTML escaping, so that messages
-// reach the client as written.
-func marshalNoEscape(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }

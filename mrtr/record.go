@@ -3,6 +3,8 @@ package mrtr
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/opsmcp/platform/internal/jsontext"
 )
 
 // A Record is the resolver's progress, sealed into the request state
@@ -47,7 +49,7 @@ type Outcome struct {
 
 // EncodeRecord encodes r for sealing.
 func EncodeRecord(r Record) ([]byte, error) {
-	b, err := marshalNoEscape(r)
+	b, err := jsontext.Marshal(r)
 	if err != nil {
 		return nil, fmt.Errorf("mrtr: encoding resolver record: %w", err)
 	}

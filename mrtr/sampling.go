@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/opsmcp/platform/internal/jsontext"
 )
 
 // A samplingTemplate is a sampling input's CreateMessageRequestParams
@@ -226,7 +228,7 @@ func (s *samplingTemplate) render(args map[string]any) (json.RawMessage, error) 
 	if _, ok := obj["systemPrompt"]; ok {
 		obj["systemPrompt"] = next()
 	}
-	return marshalNoEscape(obj)
+	return jsontext.Marshal(obj)
 }
 
 func isJSONNumber(v any) bool {

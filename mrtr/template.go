@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/opsmcp/platform/internal/jsontext"
 )
 
 // A textTemplate is tenant-written text with {{args.NAME}} placeholders.
@@ -70,7 +72,7 @@ func argText(v any) string {
 	case bool:
 		return strconv.FormatBool(v)
 	}
-	b, err := marshalNoEscape(v)
+	b, err := jsontext.Marshal(v)
 	if err != nil {
 		return ""
 	}

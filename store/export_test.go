@@ -30,7 +30,7 @@ func (s LegacySessions) CreateRelay(ctx context.Context, id, tenantID string, cr
 // PruneExpiredSessions is the sessions' part of a sweep: the rows it
 // deleted, and in how many statements.
 func (s LegacySessions) PruneExpiredSessions(ctx context.Context) (rows, statements int64, err error) {
-	return s.deleteInBatches(ctx, "legacy_sessions", "expires_at", time.Now().UTC())
+	return s.deleteInBatches(ctx, "legacy_sessions", "id", "expires_at", time.Now().UTC())
 }
 
 // StreamReports counts the rows of every replica's stream reports.

@@ -264,23 +264,17 @@ func (s LegacySessions) List(ctx context.Context, tenantID, after string, limit 
 // and relay messages it deleted.
 func (s LegacySessions) Prune(ctx context.Context, maxRelayAge time.Duration) (sessions, relay int64, err error) {
 	now := time.Now().UTC()
-	if sessions, _, err = s.deleteInBatches(ctx, "legacy_sessions", "expires_at", now); err != nil {
+	if sessions, _, err = s.deleteInBatches(ctx, "legacy_sessions", "id", "expires_at", now); err != nil {
 		return sessions, 0, fmt.Errorf("prune legacy sessions: %w", err)
 	}
-	if relay, _, err = s.deleteInBatches(ctx, "legacy_relay", "created_at", now.Add(-maxRelayAge)); err != nil {
+	if relay, _, err = s.deleteInBatches(ctx, "legacy_relay", "id", "created_at", now.Add(-maxRelayAge)); err != nil {
 		return sessions, relay, fmt.Errorf("prune legacy relay: %w", err)
 	}
 	// Expired stream reports: a killed replica's, never withdrawn.
-	for {
-		res := s.db.WithContext(ctx).Exec("DELETE FROM legacy_session_streams WHERE (session_id, replica) IN "+
-			"(SELECT session_id, replica FROM legacy_session_streams WHERE expires_at < ? ORDER BY expires_at LIMIT ?)", now, pruneBatch)
-		if res.Error != nil {
-			return sessions, relay, fmt.Errorf("prune legacy stream reports: %w", res.Error)
-		}
-		if res.RowsAffected < int64(pruneBatch) {
-			return sessions, relay, nil
-		}
+	if _, _, err = s.deleteInBatches(ctx, "legacy_session_streams", "session_id, replica", "expires_at", now); err != nil {
+		return sessions, relay, fmt.Errorf("prune legacy stream reports: %w", err)
 	}
+	return sessions, relay, nil
 }
 
 // LegacySessionStreams is one replica's report of a session's open
@@ -323,6 +317,17 @@ func (s LegacySessions) ReportStreams(ctx context.Context, replica string, count
 // OpenStreams sums the unexpired reports of the sessions' open streams,
 // by session id (a session with none is absent).
 func (s LegacySessions) OpenStreams(ctx context.Context, sessionIDs []string) (map[string]int, error) {
+	out, err := bySession(sessionIDs, s.db.WithContext(ctx).Model(&LegacySessionStreams{}).Select("session_id, SUM(streams) AS n").
+		Where("session_id IN ? AND expires_at > ?", sessionIDs, time.Now().UTC()))
+	if err != nil {
+		return nil, fmt.Errorf("count open legacy streams: %w", err)
+	}
+	return out, nil
+}
+
+// bySession runs q, a query selecting session_id and n (of sessionIDs,
+// none when empty), grouped by session, into a map.
+func bySession(sessionIDs []string, q *gorm.DB) (map[string]int, error) {
 	out := make(map[string]int, len(sessionIDs))
 	if len(sessionIDs) == 0 {
 		return out, nil
@@ -331,10 +336,8 @@ func (s LegacySessions) OpenStreams(ctx context.Context, sessionIDs []string) (m
 		SessionID string
 		N         int
 	}
-	err := s.db.WithContext(ctx).Model(&LegacySessionStreams{}).Select("session_id, SUM(streams) AS n").
-		Where("session_id IN ? AND expires_at > ?", sessionIDs, time.Now().UTC()).Group("session_id").Scan(&rows).Error
-	if err != nil {
-		return nil, fmt.Errorf("count open legacy streams: %w", err)
+	if err := q.Group("session_id").Scan(&rows).Error; err != nil {
+		return nil, err
 	}
 	for _, r := range rows {
 		out[r.SessionID] = r.N
@@ -351,10 +354,11 @@ var pruneBatch = 1000
 
 // deleteInBatches deletes table's rows whose column (indexed) is before
 // before, oldest first, pruneBatch at a time, each statement its own
-// transaction, until none is left or ctx ends. It says how many rows it
-// deleted, in how many statements.
-func (s LegacySessions) deleteInBatches(ctx context.Context, table, column string, before time.Time) (rows, statements int64, err error) {
-	q := "DELETE FROM " + table + " WHERE id IN (SELECT id FROM " + table + " WHERE " + column + " < ? ORDER BY " + column + " LIMIT ?)"
+// transaction, until none is left or ctx ends; key names the columns
+// that identify a row ("id", or "session_id, replica"). It says how many
+// rows it deleted, in how many statements.
+func (s LegacySessions) deleteInBatches(ctx context.Context, table, key, column string, before time.Time) (rows, statements int64, err error) {
+	q := "DELETE FROM " + table + " WHERE (" + key + ") IN (SELECT " + key + " FROM " + table + " WHERE " + column + " < ? ORDER BY " + column + " LIMIT ?)"
 	for {
 		res := s.db.WithContext(ctx).Exec(q, before, pruneBatch)
 		if res.Error != nil {

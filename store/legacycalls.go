@@ -257,21 +257,10 @@ func (s LegacySessions) TakeOver(ctx context.Context, callID, from, holder strin
 // CallsInFlight counts, for each of a tenant's sessions, its calls
 // that have not ended.
 func (s LegacySessions) CallsInFlight(ctx context.Context, tenantID string, sessionIDs []string) (map[string]int, error) {
-	out := make(map[string]int, len(sessionIDs))
-	if len(sessionIDs) == 0 {
-		return out, nil
-	}
-	var rows []struct {
-		SessionID string
-		N         int
-	}
-	err := s.db.WithContext(ctx).Model(&LegacyCall{}).Select("session_id, count(*) AS n").
-		Where("tenant_id = ? AND session_id IN ? AND NOT done", tenantID, sessionIDs).Group("session_id").Scan(&rows).Error
+	out, err := bySession(sessionIDs, s.db.WithContext(ctx).Model(&LegacyCall{}).Select("session_id, count(*) AS n").
+		Where("tenant_id = ? AND session_id IN ? AND NOT done", tenantID, sessionIDs))
 	if err != nil {
 		return nil, fmt.Errorf("count legacy calls: %w", err)
-	}
-	for _, r := range rows {
-		out[r.SessionID] = r.N
 	}
 	return out, nil
 }

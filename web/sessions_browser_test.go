@@ -124,7 +124,7 @@ func TestAdminsSeeLegacySessionsAndEndThem(t *testing.T) {
 	if chip := browsertest.Value(t, ctx, "the session chip", chromedp.Evaluate[string](`document.querySelector('.exact button[data-filter="session"]').innerText`)); !strings.Contains(chip, nonce(ide)) {
 		t.Fatalf("the chip says %q", chip)
 	}
-	browsertest.Screenshot(t, ctx, "ui", "flows-of-a-session")
+	browsertest.ScreenshotWidths(t, ctx, "ui", "flows-of-a-session", 390, 1400)
 	// Removing the chip shows both windows' flows.
 	browsertest.Do(t, ctx, "remove the session filter",
 		chromedp.Click(browsertest.CSS(`.exact button[data-filter="session"]`)),

@@ -167,12 +167,13 @@ export default async function cataloguePage(ctx, slug) {
   const linkedBy = (uri) => tools.filter((t) => (t._meta?.ui?.resourceUri || t._meta?.["ui/resourceUri"]) === uri).map((t) => t.name);
   const resourceRows = resources.map((r) => {
     const isView = r.mimeType === VIEW_TYPE && /^ui:\/\//i.test(r.uri);
+    const linking = isView ? linkedBy(r.uri) : [];
     const size = r.text !== undefined ? new TextEncoder().encode(r.text).length : Math.floor((r.blob || "").length * 3 / 4);
     return item(r.name, r.title, r.description, [
       badge(r.mimeType || "no type", "its mimeType"),
       badge(size < 1024 ? `${size} B` : `${(size / 1024).toFixed(1)} KiB`, "its size"),
       r.cacheScope === "public" ? badge("public", "cacheable for every user") : null,
-      isView && linkedBy(r.uri).length ? badge("view of " + linkedBy(r.uri).join(", "), "the tools that link to this view", "kind view") : null,
+      linking.length ? badge("view of " + linking.join(", "), "the tools that link to this view", "kind view") : null,
       isView ? h("button", { type: "button", class: "small", "data-action": "preview", "aria-label": `Preview the view ${r.uri}`, onclick: () => openPreview(r) }, "Preview") : null,
     ], null, failing(slug, act, "resources/read", r.uri), h("div", { class: "mono sub" }, r.uri));
   });
