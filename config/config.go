@@ -36,6 +36,10 @@ type Config struct {
 	AllowPrivateWebhooks bool // alias of AllowPrivateTargets; read PrivateTargets
 	WebhookMaxResponse   int64
 	CatalogueRefresh     time.Duration
+	// FullCheck is how often a replica compares every catalogue and key
+	// ring it caches with the database and the key store: the change
+	// feed's safety net.
+	FullCheck time.Duration
 	// CatalogueCacheBytes bounds the tenants' catalogue snapshots a
 	// replica keeps (estimated bytes); the least recently used are
 	// evicted past it, and load again on their next request.
@@ -95,7 +99,8 @@ func Flags(fs *flag.FlagSet) *Config {
 	fs.DurationVar(&c.TokenCacheTTL, "token-cache-ttl", time.Minute, "longest a verified bearer token is remembered, never past its expiry (0 disables the cache)")
 	fs.IntVar(&c.TokenCacheSize, "token-cache-size", 10000, "most verified bearer tokens remembered, across tenants")
 	fs.Int64Var(&c.WebhookMaxResponse, "webhook-max-response-bytes", 4<<20, "largest webhook answer accepted, in bytes")
-	fs.DurationVar(&c.CatalogueRefresh, "catalogue-refresh", time.Second, "how often each replica checks for catalogue changes made elsewhere")
+	fs.DurationVar(&c.CatalogueRefresh, "catalogue-refresh", time.Second, "how often each replica reads the change feed (catalogues, settings, issuers, key rings changed elsewhere) when no notification woke it")
+	fs.DurationVar(&c.FullCheck, "full-check", 5*time.Minute, "how often each replica compares every catalogue and key ring it caches with the database and key store, the change feed's safety net")
 	fs.Int64Var(&c.CatalogueCacheBytes, "catalogue-cache-bytes", 1<<30, "bound on the tenants' catalogues a replica keeps in memory, in bytes (estimated); the least recently used are evicted past it and load again on their next request")
 	fs.StringVar(&c.StateKeys, "state-keys", "", "comma-separated base64 request-state secrets (≥32 bytes each), minting key first; shared by all replicas (default: a random per-process key)")
 	fs.StringVar(&c.SecretsKeys, "secrets-keys", "", "comma-separated base64 keys (≥32 bytes each) sealing webhook secrets in the database, sealing key first; the same on every replica (default: none, and secrets are stored unsealed)")
@@ -228,6 +233,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CatalogueRefresh < 10*time.Millisecond {
 		errs = append(errs, errors.New("catalogue-refresh must be at least 10ms"))
+	}
+	if c.FullCheck < time.Second {
+		errs = append(errs, errors.New("full-check must be at least 1s"))
 	}
 	if c.TokenCacheTTL < 0 || c.TokenCacheTTL > time.Hour {
 		errs = append(errs, errors.New("token-cache-ttl must be between 0 (off) and 1h"))

@@ -47,18 +47,27 @@ type catalogues struct {
 	// forget is told of the tenants evicted (their key rings go too).
 	forget func(tenantID string)
 
+	// missed counts what full checks found that the feed had not
+	// delivered: it should stay zero.
+	missed atomic.Int64
+
 	mu      sync.RWMutex
 	cache   map[string]*snapshot
 	bytes   int64             // the cached snapshots' estimated bytes
-	missing map[string]bool   // slugs known not to exist, until the next refresh
-	slugs   map[string]string // tenant id -> slug, as of the last refresh or load
+	byID    map[string]string // tenant id -> slug, of the cached snapshots
+	missing map[string]bool   // slugs known not to exist, until a change names them
 	failed  map[string]loadFailure
 }
+
+// maxMissing bounds the slugs remembered as missing: past it they are
+// forgotten all at once (a scan of random slugs costs a read each, as a
+// first request of a real tenant does, and no memory).
+const maxMissing = 100_000
 
 func newCatalogues(st CatalogueStore, log *slog.Logger, refresh time.Duration, version, publicURL string, changed func(string, listChanges)) *catalogues {
 	return &catalogues{
 		store: st, log: log, refresh: refresh, version: version, publicURL: publicURL, changed: changed,
-		cache: map[string]*snapshot{}, missing: map[string]bool{}, slugs: map[string]string{}, failed: map[string]loadFailure{},
+		cache: map[string]*snapshot{}, missing: map[string]bool{}, byID: map[string]string{}, failed: map[string]loadFailure{},
 		pinned: func(string) bool { return false }, forget: func(string) {},
 	}
 }
@@ -69,9 +78,11 @@ func (cs *catalogues) putLocked(slug string, s *snapshot) *snapshot {
 	old := cs.cache[slug]
 	if old != nil {
 		cs.bytes -= old.size
+		delete(cs.byID, old.tenantID)
 	}
 	s.used.Store(time.Now().UnixNano())
 	cs.cache[slug] = s
+	cs.byID[s.tenantID] = slug
 	cs.bytes += s.size
 	return old
 }
@@ -82,6 +93,7 @@ func (cs *catalogues) dropLocked(slug string) bool {
 	if ok {
 		cs.bytes -= s.size
 		delete(cs.cache, slug)
+		delete(cs.byID, s.tenantID)
 	}
 	return ok
 }
@@ -192,11 +204,16 @@ func (cs *catalogues) load(ctx context.Context, slug string) (*snapshot, error) 
 	c, err := cs.store.LoadCatalogue(ctx, slug)
 	if errors.Is(err, store.ErrNotFound) {
 		cs.mu.Lock()
-		was := cs.dropLocked(slug)
+		old := cs.cache[slug]
+		cs.dropLocked(slug)
 		delete(cs.failed, slug)
+		if len(cs.missing) >= maxMissing {
+			clear(cs.missing)
+		}
 		cs.missing[slug] = true
 		cs.mu.Unlock()
-		if was {
+		if old != nil {
+			cs.forget(old.tenantID) // deleted: its key ring goes too
 			cs.changed(slug, everything)
 		}
 		return nil, nil
@@ -222,7 +239,6 @@ func (cs *catalogues) load(ctx context.Context, slug string) (*snapshot, error) 
 	old := cs.putLocked(slug, s)
 	delete(cs.missing, slug)
 	delete(cs.failed, slug)
-	cs.slugs[s.tenantID] = slug
 	evicted := cs.evictLocked(slug)
 	cs.mu.Unlock()
 	for _, id := range evicted {
@@ -242,12 +258,12 @@ func (cs *catalogues) stats() (tenants, bytes, evictions int64) {
 	return int64(len(cs.cache)), cs.bytes, cs.evicted.Load()
 }
 
-// slug returns the slug of the tenant with id tenantID as of the last
-// refresh or load (no database read).
+// slug returns the slug of the cached tenant with id tenantID (no
+// database read).
 func (cs *catalogues) slug(tenantID string) (string, bool) {
 	cs.mu.RLock()
 	defer cs.mu.RUnlock()
-	slug, ok := cs.slugs[tenantID]
+	slug, ok := cs.byID[tenantID]
 	return slug, ok
 }
 
@@ -268,49 +284,83 @@ func (cs *catalogues) invalidate(ctx context.Context, slug string) {
 	}
 }
 
-// refreshAll reloads cached tenants whose catalogue version moved, drops
-// deleted ones, and forgets negative lookups and expired failures.
-func (cs *catalogues) refreshAll(ctx context.Context) {
-	vs, err := cs.store.Versions(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			cs.log.Warn("catalogue refresh failed; serving cached catalogues", "err", err)
-		}
-		return
-	}
-	current := make(map[string]int64, len(vs))
-	slugs := make(map[string]string, len(vs))
-	for _, v := range vs {
-		current[v.Slug] = v.CatalogueVersion
-		slugs[v.ID] = v.Slug
-	}
+// apply reloads the cached tenants a batch of the change feed names,
+// and forgets what it remembered of the others (a slug missing, a load
+// that failed): the change may be what they needed. A change to a
+// tenant this replica does not cache costs nothing more.
+func (cs *catalogues) apply(ctx context.Context, changes []store.Change) {
+	var reload []string
 	cs.mu.Lock()
-	cs.missing = map[string]bool{}
-	cs.slugs = slugs
-	now := time.Now()
-	for slug, f := range cs.failed {
-		if !now.Before(f.until) {
-			delete(cs.failed, slug)
-		}
-	}
-	var stale, gone []string
-	for slug, s := range cs.cache {
-		v, ok := current[slug]
-		switch {
-		case !ok:
-			cs.dropLocked(slug)
-			gone = append(gone, slug)
-		case v != s.version:
-			stale = append(stale, slug)
+	for _, c := range changes {
+		switch c.Kind {
+		case store.ChangeTenants:
+			clear(cs.missing)
+		case store.ChangeCatalogue:
+			delete(cs.missing, c.Slug)
+			delete(cs.failed, c.Slug)
+			if _, ok := cs.cache[c.Slug]; ok && !slices.Contains(reload, c.Slug) {
+				reload = append(reload, c.Slug)
+			}
 		}
 	}
 	cs.mu.Unlock()
-	for _, slug := range gone {
-		cs.changed(slug, everything)
+	for _, slug := range reload {
+		cs.reload(ctx, slug)
 	}
+}
+
+// reload loads a cached tenant again, and drops it if it is gone.
+func (cs *catalogues) reload(ctx context.Context, slug string) {
+	if _, err := cs.load(ctx, slug); err != nil && ctx.Err() == nil {
+		cs.log.Warn("catalogue reload failed", "tenant", slug, "err", err)
+	}
+}
+
+// checkAll compares every cached tenant's catalogue version with the
+// database's, reloads those that moved and drops those gone, and says
+// how many it found: the feed's safety net, run minutes apart and when
+// the feed may have lost changes. It also forgets every slug remembered
+// as missing.
+func (cs *catalogues) checkAll(ctx context.Context) (found int, err error) {
+	cs.mu.RLock()
+	slugs := make([]string, 0, len(cs.cache))
+	for slug := range cs.cache {
+		slugs = append(slugs, slug)
+	}
+	cs.mu.RUnlock()
+	vs, err := cs.store.VersionsOf(ctx, slugs)
+	if err != nil {
+		return 0, err
+	}
+	current := make(map[string]int64, len(vs))
+	for _, v := range vs {
+		current[v.Slug] = v.CatalogueVersion
+	}
+	var stale []string
+	cs.mu.Lock()
+	clear(cs.missing)
+	for _, slug := range slugs {
+		if s, ok := cs.cache[slug]; ok {
+			if v, ok := current[slug]; !ok || v != s.version {
+				stale = append(stale, slug)
+			}
+		}
+	}
+	cs.mu.Unlock()
 	for _, slug := range stale {
-		if _, err := cs.load(ctx, slug); err != nil && ctx.Err() == nil {
-			cs.log.Warn("catalogue reload failed", "tenant", slug, "err", err)
+		cs.reload(ctx, slug)
+	}
+	return len(stale), nil
+}
+
+// sweep forgets load failures whose interval passed.
+func (cs *catalogues) sweep() {
+	now := time.Now()
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for slug, f := range cs.failed {
+		if !now.Before(f.until) {
+			delete(cs.failed, slug)
 		}
 	}
 }

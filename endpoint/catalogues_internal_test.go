@@ -26,8 +26,8 @@ func (c *cacheStore) LoadCatalogue(ctx context.Context, slug string) (*store.Cat
 	return c.Tenants().LoadCatalogue(ctx, slug)
 }
 
-func (c *cacheStore) Versions(ctx context.Context) ([]store.TenantVersion, error) {
-	return c.Tenants().Versions(ctx)
+func (c *cacheStore) VersionsOf(ctx context.Context, slugs []string) ([]store.TenantVersion, error) {
+	return c.Tenants().VersionsOf(ctx, slugs)
 }
 
 func (c *cacheStore) Get(ctx context.Context, slug string) (*store.Tenant, error) {
@@ -61,8 +61,8 @@ func newCacheStore(t *testing.T, n int) *cacheStore {
 // tenants the cache never holds more than its budget (by its estimate),
 // evicting the least recently used: a tenant used all along stays, one
 // with a stream open stays however old, and an evicted tenant's next
-// request loads it again, once; a change to an evicted tenant costs the
-// refresh nothing.
+// request loads it again, once; a change to an evicted tenant, delivered
+// by the change feed, costs nothing.
 func TestTheCatalogueCacheStaysWithinItsBudget(t *testing.T) {
 	ctx := context.Background()
 	st := newCacheStore(t, 300)
@@ -132,17 +132,29 @@ func TestTheCatalogueCacheStaysWithinItsBudget(t *testing.T) {
 	if st.loads != before+1 {
 		t.Fatalf("%d loads for an evicted tenant's three requests", st.loads-before)
 	}
-	// A change to an evicted tenant: the refresh reads no catalogue.
+	// A change to an evicted tenant, as the feed delivers it: no
+	// catalogue is read, and the full check does not count it either.
+	last, err := st.Changes().Last(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := st.Tenants().UpdateItem(ctx, "t0100", "tool", "echo", 0, func(it *store.Item) error {
 		it.Spec = strings.Replace(it.Spec, `"description":"e`, `"description":"E`, 1)
 		return nil
 	}, nil); err != nil {
 		t.Fatal(err)
 	}
+	changes, err := st.Changes().After(ctx, last, 10)
+	if err != nil || len(changes) != 1 || changes[0].Slug != "t0100" {
+		t.Fatalf("the feed after the change: %+v %v", changes, err)
+	}
 	before = st.loads
-	cs.refreshAll(ctx)
+	cs.apply(ctx, changes)
+	if found, err := cs.checkAll(ctx); err != nil || found != 0 {
+		t.Fatalf("the full check found %d stale tenants (%v)", found, err)
+	}
 	if st.loads != before {
-		t.Fatalf("the refresh loaded %d catalogues for a change to an evicted tenant", st.loads-before)
+		t.Fatalf("%d catalogues loaded for a change to an evicted tenant", st.loads-before)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,9 +50,13 @@ type Options struct {
 	AllowPrivateTargets bool
 	// WebhookMaxResponse caps a webhook's answer.
 	WebhookMaxResponse int64
-	// Refresh is how often catalogue changes and flow cancellations made
-	// by other replicas are picked up.
+	// Refresh is how often flow cancellations made by other replicas are
+	// picked up, and how long a failed catalogue load is remembered.
+	// Catalogue changes come from the change feed (Changed).
 	Refresh time.Duration
+	// FullCheck is how often every cached catalogue's version is compared
+	// with the database's, the change feed's safety net. Default 5m.
+	FullCheck time.Duration
 	// CatalogueBytes bounds the tenants' snapshots kept (estimated
 	// bytes); past it the least recently used are evicted, never one
 	// with a stream open. 0: no bound.
@@ -119,6 +124,9 @@ func New(ctx context.Context, opts Options) (*Handler, error) {
 	}
 	if opts.Refresh <= 0 {
 		opts.Refresh = time.Second
+	}
+	if opts.FullCheck <= 0 {
+		opts.FullCheck = 5 * time.Minute
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 4 << 20
@@ -215,14 +223,17 @@ func (e *Handler) Close() {
 	})
 }
 
-// refresh picks up, every Refresh, catalogue changes and flow
-// cancellations made on other replicas.
+// refresh picks up, every Refresh, flow cancellations made on other
+// replicas and sessions ended, and runs the catalogues' full check every
+// FullCheck.
 func (e *Handler) refresh(ctx context.Context) {
 	defer close(e.done)
 	t := time.NewTicker(e.opts.Refresh)
 	defer t.Stop()
 	prune := time.NewTicker(time.Minute)
 	defer prune.Stop()
+	full := time.NewTicker(e.opts.FullCheck)
+	defer full.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -232,12 +243,13 @@ func (e *Handler) refresh(ctx context.Context) {
 				e.log.Warn("pruning consumed request states failed", "err", err)
 			}
 			continue
+		case <-full.C:
+			e.checkCatalogues(ctx, "scheduled")
+			continue
 		case <-t.C:
 		}
-		e.catalogues.refreshAll(ctx)
+		e.catalogues.sweep()
 		if e.legacy != nil {
-			// After the catalogues: a tenant disabled and enabled again
-			// between two refreshes is served with its ended sessions known.
 			e.legacy.refreshEnded(ctx)
 		}
 		if rv, err := e.opts.Revocations.RevokedFlows(ctx); err == nil {
@@ -255,6 +267,41 @@ func (e *Handler) refresh(ctx context.Context) {
 	}
 }
 
+// Changed applies a batch of the change feed: cached tenants it names
+// are reloaded (a feed.Consumer).
+func (e *Handler) Changed(ctx context.Context, cs []store.Change) {
+	e.catalogues.apply(ctx, cs)
+	if e.legacy != nil && slices.ContainsFunc(cs, func(c store.Change) bool { return c.Kind == store.ChangeCatalogue }) {
+		// A tenant disabled ends its sessions: serve none of them from
+		// now on, on this replica as on the one that wrote.
+		e.legacy.refreshEnded(ctx)
+	}
+}
+
+// Lost checks every cached catalogue: the change feed may have lost
+// changes (a feed.Consumer).
+func (e *Handler) Lost(ctx context.Context) { e.checkCatalogues(ctx, "changes may have been missed") }
+
+// checkCatalogues runs the catalogues' full check and counts what it
+// finds that the feed had not delivered.
+func (e *Handler) checkCatalogues(ctx context.Context, why string) {
+	found, err := e.catalogues.checkAll(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn("catalogue check failed; serving cached catalogues", "why", why, "err", err)
+		}
+		return
+	}
+	if found > 0 {
+		e.catalogues.missed.Add(int64(found))
+		e.log.Warn("catalogue check found changes the feed had not delivered", "why", why, "tenants", found)
+	}
+}
+
+// CatalogueMissed counts the cached catalogues full checks found changed
+// though the feed had not said so: zero while the feed works.
+func (e *Handler) CatalogueMissed() int64 { return e.catalogues.missed.Load() }
+
 // Invalidate reloads a tenant's catalogue now; the admin API calls it
 // after a change so this replica serves its own writes at once.
 func (e *Handler) Invalidate(ctx context.Context, slug string) {
@@ -264,9 +311,9 @@ func (e *Handler) Invalidate(ctx context.Context, slug string) {
 	}
 }
 
-// Slug returns the slug of the tenant with id tenantID as of the last
-// refresh (no database read): metric collection maps the key rings'
-// tenant ids through it.
+// Slug returns the slug of the cached tenant with id tenantID (no
+// database read): metric collection maps the key rings' tenant ids
+// through it (a ring is held only for a cached tenant).
 func (e *Handler) Slug(tenantID string) (string, bool) { return e.catalogues.slug(tenantID) }
 
 // maxStateLife is the longest any tenant's flow can live: the longest

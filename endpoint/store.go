@@ -15,7 +15,7 @@ import (
 type CatalogueStore interface {
 	Get(ctx context.Context, slug string) (*store.Tenant, error)
 	LoadCatalogue(ctx context.Context, slug string) (*store.Catalogue, error)
-	Versions(ctx context.Context) ([]store.TenantVersion, error)
+	VersionsOf(ctx context.Context, slugs []string) ([]store.TenantVersion, error)
 }
 
 // RevocationStore keeps what sealed request state may no longer do: the

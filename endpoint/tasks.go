@@ -484,11 +484,7 @@ func (e *Handler) ReportTasks(ctx context.Context, count func(tenant, status str
 			c.counts, c.at = counts, time.Now()
 		}
 	}
-	for tenantID, tc := range c.counts {
-		slug, ok := e.Slug(tenantID)
-		if !ok {
-			continue // a tenant this replica does not know: no label
-		}
+	for slug, tc := range c.counts {
 		for status, n := range tc.ByStatus {
 			count(slug, status, n)
 		}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/opsmcp/platform/feed"
 	"github.com/opsmcp/platform/store/record"
 )
 
@@ -80,20 +81,9 @@ func (w *Watcher) Done() <-chan struct{} { return w.done }
 func (w *Watcher) run(ctx context.Context, notes <-chan struct{}) {
 	defer close(w.done)
 	defer w.closeAll()
-	t := time.NewTicker(w.poll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-w.wake:
-		case <-notes:
-		case <-t.C:
-		}
-		if err := w.read(ctx); err != nil && ctx.Err() == nil {
-			w.log.Warn("reading flow changes failed; retrying", "err", err)
-		}
-	}
+	feed.Loop(ctx, w.poll, w.wake, notes, w.read, func(err error) {
+		w.log.Warn("reading flow changes failed; retrying", "err", err)
+	})
 }
 
 // read dispatches every event after the last one seen.

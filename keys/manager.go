@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/mrtr"
+	"github.com/opsmcp/platform/store"
 )
 
 // Providers.
@@ -35,8 +36,22 @@ type Options struct {
 	ReplicaID string
 
 	// Refresh is how often every replica re-checks every ring it serves
-	// (one metadata read per tenant). Default 1s.
+	// (one metadata read per tenant) when it has no change feed, or the
+	// feed is behind. With a current feed only the rings it names are
+	// read, and one read a Refresh says the key store answers. Default 1s.
 	Refresh time.Duration
+	// Feed, when set, says how current this replica's change feed is:
+	// rings are read again when the feed names them (Changed), and every
+	// FullCheck, instead of every Refresh.
+	Feed interface{ CurrentAt() time.Time }
+	// Changes, when set, is told of every ring this manager writes, for
+	// the feed.
+	Changes interface {
+		Announce(ctx context.Context, kind, tenantID, slug string) error
+	}
+	// FullCheck is how often every cached ring is read again with a
+	// current feed: the feed's safety net. Default 5m.
+	FullCheck time.Duration
 	// ClockSkew is the largest clock difference assumed between replicas
 	// (and Vault). The propagation margin is Refresh + ClockSkew. Default 5s.
 	ClockSkew time.Duration
@@ -82,9 +97,22 @@ type Manager struct {
 	mu      sync.Mutex
 	entries map[string]*entry
 
-	health   healthState
-	rescued  atomic.Int64 // rounds opened only thanks to a refresh on an unknown key
-	enforced sync.Map     // tenant id → generation whose Transit floor is applied
+	health  healthState
+	rescued atomic.Int64 // rounds opened only thanks to a refresh on an unknown key
+	// vouched (unix nanos): every ring not marked dirty is as current as
+	// of then: the feed had delivered every change committed before it,
+	// and the key store answered.
+	vouched  atomic.Int64
+	missed   atomic.Int64 // rings a full check found moved that the feed had not named
+	lastFull time.Time    // the refresh loop's last full check (its goroutine only)
+	// unannounced holds the tenants whose written ring the feed has not
+	// been told of yet (the database did not answer): retried each
+	// Refresh.
+	unannounced sync.Map
+	// undue holds the due times (tenant id → time.Time) the database
+	// did not take: retried each Refresh.
+	undue    sync.Map
+	enforced sync.Map // tenant id → generation whose Transit floor is applied
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -107,6 +135,9 @@ type entry struct {
 	// failingAlone: the ring could not be re-read while others could
 	// (logged once per episode).
 	failingAlone atomic.Bool
+	// dirty: the feed named the ring and it has not been read since;
+	// the feed does not vouch for it.
+	dirty atomic.Bool
 }
 
 // snapshot is one observed state of a tenant's record. Immutable.
@@ -139,6 +170,9 @@ func New(opts Options) (*Manager, error) {
 	}
 	if opts.Staleness <= 0 {
 		opts.Staleness = 5 * time.Minute
+	}
+	if opts.FullCheck <= 0 {
+		opts.FullCheck = 5 * time.Minute
 	}
 	if opts.Staleness < 2*opts.Refresh {
 		return nil, fmt.Errorf("keys: staleness (%s) must be at least twice the refresh interval (%s)", opts.Staleness, opts.Refresh)
@@ -320,7 +354,11 @@ func (m *Manager) Codec(ctx context.Context, tenantID string) (mrtr.Codec, error
 	if s.err != nil {
 		return nil, fmt.Errorf("tenant %s: %w", tenantID, s.err)
 	}
-	if age := m.now().Sub(s.checked); age > m.opts.Staleness {
+	checked := s.checked
+	if v := m.vouched.Load(); v > checked.UnixNano() && !e.dirty.Load() {
+		checked = time.Unix(0, v)
+	}
+	if age := m.now().Sub(checked); age > m.opts.Staleness {
 		return nil, fmt.Errorf("tenant %s: %w (last checked %s ago)", tenantID, ErrStale, age.Round(time.Second))
 	}
 	return &tenantCodec{m: m, e: e, snap: s}, nil
@@ -417,8 +455,11 @@ func (m *Manager) build(ctx context.Context, rec *Record, ver int64) (*snapshot,
 	return &snapshot{rec: rec, version: ver, codec: codec, checked: m.now()}, nil
 }
 
-// refreshLoop re-checks every cached ring every Refresh, a few tenants
-// at a time, and keeps the health state.
+// refreshLoop keeps the cached rings current and the health state, every
+// Refresh: from the change feed while it is current (one read says the
+// key store answers; rings the feed named and could not be read are read
+// again; every FullCheck, all of them), else by re-checking every cached
+// ring, a few tenants at a time.
 func (m *Manager) refreshLoop() {
 	t := time.NewTicker(m.opts.Refresh)
 	defer t.Stop()
@@ -428,8 +469,120 @@ func (m *Manager) refreshLoop() {
 			return
 		case <-t.C:
 		}
-		m.refreshAll(m.ctx)
+		m.announcePending(m.ctx)
+		now := m.now()
+		current := m.feedCurrent(now)
+		if !current || now.Sub(m.lastFull) >= m.opts.FullCheck {
+			moved := m.refreshAll(m.ctx)
+			m.lastFull = now
+			if current && moved > 0 {
+				m.missed.Add(int64(moved))
+				m.log.Warn("key ring check found rings changed that the change feed had not named", "rings", moved)
+			}
+			if current {
+				m.vouch(now)
+			}
+			continue
+		}
+		for _, e := range m.allEntries() {
+			if e.dirty.Load() {
+				if err := m.refresh(m.ctx, e); err == nil {
+					e.dirty.Store(false)
+				}
+			}
+		}
+		_, err := m.be.version(m.ctx, "_health")
+		m.health.record(m, err)
+		if err == nil {
+			m.vouch(now)
+		}
 	}
+}
+
+// feedCurrent says whether the change feed has delivered everything
+// committed up to two Refresh intervals ago: it is followed.
+func (m *Manager) feedCurrent(now time.Time) bool {
+	if m.opts.Feed == nil {
+		return false
+	}
+	at := m.opts.Feed.CurrentAt()
+	return !at.IsZero() && now.Sub(at) <= 2*m.opts.Refresh
+}
+
+// vouch records that every clean ring is current as of the feed's time
+// (no later than now, when the key store answered).
+func (m *Manager) vouch(now time.Time) {
+	at := m.opts.Feed.CurrentAt()
+	if at.After(now) {
+		at = now
+	}
+	m.vouched.Store(at.UnixNano())
+}
+
+// Changed reads again the cached rings a batch of the change feed names
+// (a feed.Consumer). A ring that cannot be read now is marked dirty: the
+// feed no longer vouches for it, and every Refresh tries it again.
+func (m *Manager) Changed(ctx context.Context, cs []store.Change) {
+	for _, c := range cs {
+		if c.Kind != store.ChangeKeys {
+			continue
+		}
+		m.mu.Lock()
+		e, ok := m.entries[c.TenantID]
+		m.mu.Unlock()
+		if !ok {
+			continue // not cached here: its next use reads it
+		}
+		e.dirty.Store(true)
+		if err := m.refresh(ctx, e); err == nil {
+			e.dirty.Store(false)
+		}
+	}
+}
+
+// Lost reads every cached ring again (a feed.Consumer): the feed may
+// have lost changes.
+func (m *Manager) Lost(ctx context.Context) {
+	if moved := m.refreshAll(ctx); moved > 0 {
+		m.missed.Add(int64(moved))
+	}
+}
+
+// Missed counts the rings full checks found changed though the change
+// feed had not named them: zero while the feed works.
+func (m *Manager) Missed() int64 {
+	if m == nil {
+		return 0
+	}
+	return m.missed.Load()
+}
+
+// announce tells the change feed a tenant's ring was written; if the
+// database does not answer, every Refresh tries again.
+func (m *Manager) announce(ctx context.Context, tenantID string) {
+	if m.opts.Changes == nil {
+		return
+	}
+	if err := m.opts.Changes.Announce(ctx, store.ChangeKeys, tenantID, ""); err != nil {
+		m.unannounced.Store(tenantID, struct{}{})
+		m.log.Warn("could not announce a key ring change; retrying", "tenant", tenantID, "err", err)
+	}
+}
+
+// announcePending retries the announcements and due times the database
+// did not take.
+func (m *Manager) announcePending(ctx context.Context) {
+	m.undue.Range(func(k, v any) bool {
+		return m.setDue(ctx, k.(string), v.(time.Time)) == nil
+	})
+	m.unannounced.Range(func(k, _ any) bool {
+		tenantID := k.(string)
+		if err := m.opts.Changes.Announce(ctx, store.ChangeKeys, tenantID, ""); err != nil {
+			return false // the database is still away
+		}
+		m.unannounced.Delete(tenantID)
+		return true
+	})
 }
 
 // refreshAll re-checks every cached ring now; the refresh loop calls it
@@ -437,8 +590,23 @@ func (m *Manager) refreshLoop() {
 // could be re-read: one tenant whose ring cannot be (its Transit key
 // deleted, say) must not pause rotation for every tenant, nor take the
 // replica out of service; its own ring goes stale and fails closed alone.
-func (m *Manager) refreshAll(ctx context.Context) {
+func (m *Manager) refreshAll(ctx context.Context) (moved int) {
 	entries := m.allEntries()
+	before := make(map[*entry]int64, len(entries))
+	for _, e := range entries {
+		if s := e.snap.Load(); s != nil {
+			before[e] = s.version
+		}
+	}
+	defer func() {
+		for _, e := range entries {
+			if s := e.snap.Load(); s != nil && s.version >= 0 {
+				if v, ok := before[e]; ok && v >= 0 && v != s.version {
+					moved++
+				}
+			}
+		}
+	}()
 	sem := make(chan struct{}, 8)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -454,6 +622,7 @@ func (m *Manager) refreshAll(ctx context.Context) {
 			defer func() { <-sem }()
 			rerr := m.refresh(ctx, e)
 			if rerr == nil {
+				e.dirty.Store(false)
 				if e.failingAlone.Swap(false) {
 					m.log.Info("tenant key ring re-read again", "tenant", e.tenant)
 				}
@@ -469,7 +638,7 @@ func (m *Manager) refreshAll(ctx context.Context) {
 	}
 	wg.Wait()
 	if ctx.Err() != nil {
-		return
+		return 0
 	}
 	if len(failed) < len(entries) {
 		// The store answers: the failures are the tenants' own.
@@ -486,6 +655,7 @@ func (m *Manager) refreshAll(ctx context.Context) {
 		_, err = m.be.version(ctx, "_health")
 	}
 	m.health.record(m, err)
+	return moved
 }
 
 // create writes a fresh steady ring for a tenant with check-and-set 0.
@@ -587,6 +757,7 @@ func (m *Manager) write(ctx context.Context, tenantID string, next *Record, cas 
 	if err != nil {
 		return 0, err
 	}
+	m.announce(ctx, tenantID)
 	e := m.entry(tenantID)
 	if s, err := m.build(ctx, next, ver); err == nil {
 		// Lock-free: write may run under a refresh that holds e.load.
@@ -597,19 +768,26 @@ func (m *Manager) write(ctx context.Context, tenantID string, next *Record, cas 
 			}
 		}
 	}
-	m.enforceTransit(ctx, tenantID, next)
+	due := next.NextAt
+	if !m.enforceTransit(ctx, tenantID, next) {
+		due = m.now() // the next scheduler pass tries again
+	}
+	if err := m.setDue(ctx, tenantID, due); err != nil {
+		m.log.Warn("could not record when the key ring is next due; retrying", "tenant", tenantID, "err", err)
+	}
 	return ver, nil
 }
 
 // enforceTransit raises the Transit key's minimum encryption and
 // decryption versions to the ring's oldest Transit version, once per
-// generation; a failure is retried by the next scheduler pass.
-func (m *Manager) enforceTransit(ctx context.Context, tenantID string, r *Record) {
+// generation, and says whether they are applied; a failure is retried by
+// the next scheduler pass.
+func (m *Manager) enforceTransit(ctx context.Context, tenantID string, r *Record) bool {
 	if m.transit == nil || r.TransitKey == "" {
-		return
+		return true
 	}
 	if g, ok := m.enforced.Load(tenantID); ok && g.(int64) >= r.Generation {
-		return
+		return true
 	}
 	floor := 0
 	for _, k := range r.Keys {
@@ -621,12 +799,13 @@ func (m *Manager) enforceTransit(ctx context.Context, tenantID string, r *Record
 		// No Transit key left in the ring (it moved to aes custody):
 		// refuse everything below the last one it used.
 		if floor = r.TransitHigh; floor == 0 {
-			return
+			return true
 		}
 	}
 	if err := m.transit.enforce(ctx, r.TransitKey, floor); err != nil {
 		m.log.Warn("could not apply the transit key's minimum versions; will retry", "tenant", tenantID, "err", err)
-		return
+		return false
 	}
 	m.enforced.Store(tenantID, r.Generation)
+	return true
 }

@@ -30,12 +30,16 @@ func (m *Manager) scheduleLoop() {
 	}
 }
 
-// Schedule runs one scheduler pass over every tenant: it creates missing
-// rings (unless auto-creation is off), advances every phase that is due,
-// and re-applies Transit floors a failed write left behind. While the
-// key store is unreachable it does nothing: rotation pauses, and resumes
-// one propagation margin after the store answers again, so replicas that
-// missed a phase during the outage have read it before the next one.
+// Schedule runs one scheduler pass over the tenants whose rings are due
+// (store.Tenants.KeysDue: new tenants, and rings whose next phase has
+// come): it creates missing rings (unless auto-creation is off),
+// advances every phase that is due, re-applies Transit floors a failed
+// write left behind, and records when each ring is next due. A pass
+// reads no ring that is not due, so its cost follows the rotations, not
+// the tenants. While the key store is unreachable it does nothing:
+// rotation pauses, and resumes one propagation margin after the store
+// answers again, so replicas that missed a phase during the outage have
+// read it before the next one.
 func (m *Manager) Schedule(ctx context.Context) error {
 	if h := m.Health(); h.Status != HealthOK {
 		m.log.Debug("key rotation paused", "reason", h.Detail)
@@ -46,62 +50,102 @@ func (m *Manager) Schedule(ctx context.Context) error {
 		return nil
 	}
 	var errs []error
-	after := ""
-	live := map[string]bool{}
-	for {
-		page, err := m.opts.Tenants.List(ctx, after, 500)
+	seen := map[string]bool{}
+	for range schedulePages {
+		page, err := m.opts.Tenants.KeysDue(ctx, m.now(), schedulePage)
 		if err != nil {
 			return err
 		}
+		fresh := 0
 		for _, t := range page {
-			live[t.ID] = true
+			if seen[t.ID] {
+				continue // failed earlier in this pass: the next pass retries
+			}
+			seen[t.ID] = true
+			fresh++
 			if err := m.scheduleTenant(ctx, &t); err != nil {
 				errs = append(errs, fmt.Errorf("tenant %s: %w", t.Slug, err))
 			}
 		}
-		if len(page) < 500 {
+		if len(page) < schedulePage || fresh == 0 {
 			break
 		}
-		after = page[len(page)-1].Slug
 	}
-	m.evict(live)
 	return errors.Join(errs...)
 }
 
-// evict drops cached rings of tenants that no longer exist, so they are
-// no longer refreshed. Their stored records are left alone.
-func (m *Manager) evict(live map[string]bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for id := range m.entries {
-		if !live[id] {
-			delete(m.entries, id)
-		}
-	}
-}
+// A scheduler pass reads up to schedulePages pages of schedulePage due
+// rings; more wait for the next pass.
+const (
+	schedulePage  = 500
+	schedulePages = 10
+)
+
+// noRingRecheck is when a tenant without a ring (auto-creation off) or
+// with a refused one is looked at again; an admin's write schedules it
+// at once.
+const noRingRecheck = 24 * time.Hour
 
 func (m *Manager) scheduleTenant(ctx context.Context, t *store.Tenant) error {
-	e := m.entry(t.ID)
-	s := e.snap.Load()
-	if s == nil || s.err != nil {
-		if err := m.refresh(ctx, e); err != nil {
+	var rec *Record
+	if s := m.cached(t.ID); s != nil && s.rec != nil && s.err == nil {
+		rec = s.rec
+	} else {
+		// Not served here: read it without caching it.
+		r, _, err := m.loadOrCreate(ctx, t.ID)
+		switch {
+		case errors.Is(err, ErrNoRing), errors.Is(err, ErrMalformed):
+			if !errors.Is(err, ErrNoRing) {
+				m.log.Error("tenant key ring refused: its rounds fail closed", "tenant", t.ID, "err", err)
+			}
+			return m.setDue(ctx, t.ID, m.now().Add(noRingRecheck))
+		case err != nil:
 			return err
 		}
-		if s = e.snap.Load(); s == nil || s.rec == nil {
-			return nil // no ring, or a refused one: logged by refresh
-		}
-	}
-	if s.rec == nil {
-		return nil
+		rec = r
 	}
 	tm := timing{margin: m.Margin(), ttl: settingsTTL(t.Settings)}
-	tr, at := s.rec.due(tm)
+	tr, at := rec.due(tm)
 	if m.now().Before(at) {
-		m.enforceTransit(ctx, t.ID, s.rec)
+		if !m.enforceTransit(ctx, t.ID, rec) {
+			at = m.now() // the next pass tries again
+		}
+		return m.setDue(ctx, t.ID, at)
+	}
+	next, ok, err := m.advance(ctx, t.ID, tm, tr, false)
+	if err != nil {
+		return err
+	}
+	if !ok && next != nil {
+		// Not due after all, read afresh: come back when it is.
+		_, at := next.due(tm)
+		return m.setDue(ctx, t.ID, at)
+	}
+	return nil // written: write scheduled it, here or on the replica that won
+}
+
+// cached is the tenant's cached ring snapshot, nil when none is held.
+func (m *Manager) cached(tenantID string) *snapshot {
+	m.mu.Lock()
+	e, ok := m.entries[tenantID]
+	m.mu.Unlock()
+	if !ok {
 		return nil
 	}
-	_, _, err := m.advance(ctx, t.ID, tm, tr, false)
-	return err
+	return e.snap.Load()
+}
+
+// setDue records when a tenant's ring is next due; if the database does
+// not answer, every Refresh tries again (an earlier due time stored
+// only brings the scheduler back sooner, but a later one would delay a
+// phase).
+func (m *Manager) setDue(ctx context.Context, tenantID string, at time.Time) error {
+	if err := m.opts.Tenants.SetKeysDue(ctx, tenantID, at); err != nil {
+		m.undue.Store(tenantID, at)
+		return err
+	}
+	m.undue.Delete(tenantID)
+	return nil
 }
 
 // settingsTTL is a tenant's state TTL from its stored settings; settings

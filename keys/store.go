@@ -2,15 +2,18 @@ package keys
 
 import (
 	"context"
+	"time"
 
 	"github.com/opsmcp/platform/store"
 )
 
-// Tenants is where the manager reads which tenants exist and their state
-// TTLs (store.Store's Tenants part).
+// Tenants is where the manager reads tenants' state TTLs and keeps when
+// each ring is next due, so a scheduler pass reads only the rings due
+// (store.Store's Tenants part).
 type Tenants interface {
-	List(ctx context.Context, after string, limit int) ([]store.Tenant, error)
 	Settings(ctx context.Context, tenantID string) (string, error)
+	KeysDue(ctx context.Context, now time.Time, limit int) ([]store.Tenant, error)
+	SetKeysDue(ctx context.Context, tenantID string, at time.Time) error
 }
 
 // RingStore keeps the local provider's sealed rings (store.Store's

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -12,6 +13,7 @@ import (
 	"github.com/opsmcp/platform/api"
 	"github.com/opsmcp/platform/config"
 	"github.com/opsmcp/platform/endpoint"
+	"github.com/opsmcp/platform/feed"
 	"github.com/opsmcp/platform/keys"
 	"github.com/opsmcp/platform/store"
 	"github.com/opsmcp/platform/telemetry"
@@ -21,7 +23,7 @@ import (
 // nil for the static provider (every tenant shares --state-keys). It is
 // not started (New starts it once nothing else can fail), so an early
 // return needs no cleanup.
-func newKeys(cfg *config.Config, st *store.Store, log *slog.Logger) (*keys.Manager, error) {
+func newKeys(cfg *config.Config, st *store.Store, changes *feed.Follower, log *slog.Logger) (*keys.Manager, error) {
 	k := cfg.Keys
 	if k.Provider == "" || k.Provider == "static" {
 		return nil, nil
@@ -32,6 +34,9 @@ func newKeys(cfg *config.Config, st *store.Store, log *slog.Logger) (*keys.Manag
 		Rings:         st.KeyRings(),
 		Logger:        log,
 		Refresh:       k.Refresh,
+		Feed:          changes,
+		Changes:       st.Changes(),
+		FullCheck:     cfg.FullCheck,
 		ClockSkew:     k.ClockSkew,
 		Staleness:     k.Staleness,
 		ScheduleEvery: k.ScheduleEvery,
@@ -75,22 +80,75 @@ func newKeys(cfg *config.Config, st *store.Store, log *slog.Logger) (*keys.Manag
 }
 
 // reportKeyRings feeds the key ring gauges from km's cache, labelled by
-// tenant slug; rings of tenants the registry does not know (deleted since)
-// are left out.
-func reportKeyRings(tel *telemetry.Telemetry, km *keys.Manager, reg *endpoint.Handler) (func(), error) {
+// tenant slug; rings of tenants deleted since are left out.
+func reportKeyRings(tel *telemetry.Telemetry, km *keys.Manager, slugs *slugNames) (func(), error) {
 	if km == nil {
 		return func() {}, nil
 	}
-	return tel.ReportKeyRings(func(_ context.Context, report func(telemetry.KeyRing)) {
+	return tel.ReportKeyRings(func(ctx context.Context, report func(telemetry.KeyRing)) {
 		now := time.Now()
-		km.Rings(func(r keys.RingStatus) {
-			slug, ok := reg.Slug(r.TenantID)
-			if !ok {
-				return
+		var rings []keys.RingStatus
+		km.Rings(func(r keys.RingStatus) { rings = append(rings, r) })
+		ids := make([]string, len(rings))
+		for i, r := range rings {
+			ids[i] = r.TenantID
+		}
+		names := slugs.of(ctx, ids)
+		for _, r := range rings {
+			if slug, ok := names[r.TenantID]; ok {
+				report(telemetry.KeyRing{Tenant: slug, MinterAge: max(now.Sub(r.MinterSince), 0), Phase: rotationPhase(r.Phase), Keys: r.Keys})
 			}
-			report(telemetry.KeyRing{Tenant: slug, MinterAge: max(now.Sub(r.MinterSince), 0), Phase: rotationPhase(r.Phase), Keys: r.Keys})
-		})
+		}
 	})
+}
+
+// slugNames names tenants by id for the gauges: from the endpoint's
+// cache, else from the database, whose answers it keeps (a tenant's id
+// never changes slug); ids it could not name are asked again at most
+// every slugRetry, so a collection costs no read in the steady state.
+type slugNames struct {
+	cached func(tenantID string) (string, bool)
+	lookup func(ctx context.Context, ids []string) (map[string]string, error)
+
+	mu    sync.Mutex
+	known map[string]string
+	asked time.Time
+}
+
+const slugRetry = 10 * time.Second
+
+func (n *slugNames) of(ctx context.Context, ids []string) map[string]string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.known == nil || len(n.known) > 2*len(ids)+1000 {
+		// Rings of tenants gone since: start again rather than keep them.
+		n.known = map[string]string{}
+	}
+	out := make(map[string]string, len(ids))
+	var unknown []string
+	for _, id := range ids {
+		if slug, ok := n.known[id]; ok {
+			out[id] = slug
+		} else if slug, ok := n.cached(id); ok {
+			out[id] = slug
+		} else {
+			unknown = append(unknown, id)
+		}
+	}
+	if len(unknown) == 0 || time.Since(n.asked) < slugRetry {
+		return out
+	}
+	n.asked = time.Now()
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	found, err := n.lookup(qctx, unknown)
+	if err != nil {
+		return out
+	}
+	for id, slug := range found {
+		n.known[id], out[id] = slug, slug
+	}
+	return out
 }
 
 // rotationPhase is a ring's phase as the rotation phase gauge counts it.

@@ -20,6 +20,7 @@ import (
 	"github.com/opsmcp/platform/config"
 	"github.com/opsmcp/platform/egress"
 	"github.com/opsmcp/platform/endpoint"
+	"github.com/opsmcp/platform/feed"
 	"github.com/opsmcp/platform/keys"
 	"github.com/opsmcp/platform/store"
 	"github.com/opsmcp/platform/telemetry"
@@ -36,7 +37,11 @@ type Server struct {
 	handler  http.Handler
 	tel      *telemetry.Telemetry
 	flows    *flowRecord
-	ownTel   bool     // built here from the environment, so flushed by Close
+	ownTel   bool // built here from the environment, so flushed by Close
+	// stopFeed stops the change feed's follower; feedDone is closed when
+	// it has.
+	stopFeed func()
+	feedDone chan struct{}
 	unreport []func() // stop the gauges reading s.keys and the tasks
 
 	// metricsLn is the separate metrics listener (--metrics-listen),
@@ -172,7 +177,10 @@ func New(ctx context.Context, in *config.Config, log *slog.Logger, version strin
 	if err := sealSecrets(ctx, &cfg, st, log); err != nil {
 		return nil, err
 	}
-	km, err := newKeys(&cfg, st, log)
+	// The change feed: what other replicas changed of the tenants this
+	// one caches. Started last, once its consumers exist.
+	changes := feed.New(ctx, st.Changes(), log, cfg.CatalogueRefresh)
+	km, err := newKeys(&cfg, st, changes, log)
 	if err != nil {
 		return nil, err
 	}
@@ -187,6 +195,7 @@ func New(ctx context.Context, in *config.Config, log *slog.Logger, version strin
 		AllowPrivateTargets: cfg.PrivateTargets(),
 		WebhookMaxResponse:  cfg.WebhookMaxResponse,
 		Refresh:             cfg.CatalogueRefresh,
+		FullCheck:           cfg.FullCheck,
 		CatalogueBytes:      cfg.CatalogueCacheBytes,
 		StateKeys:           set.stateKeys,
 		StreamMaxLifetime:   cfg.Limits.StreamMaxLifetime,
@@ -327,7 +336,7 @@ func New(ctx context.Context, in *config.Config, log *slog.Logger, version strin
 	}
 	// Telemetry never stops serving: the replica runs without a gauge it
 	// cannot register.
-	if unreport, err := reportKeyRings(tel, km, reg); err != nil {
+	if unreport, err := reportKeyRings(tel, km, &slugNames{cached: reg.Slug, lookup: st.Tenants().SlugsByID}); err != nil {
 		log.Warn("key ring gauges unavailable", "err", err)
 	} else {
 		s.unreport = append(s.unreport, unreport)
@@ -339,6 +348,25 @@ func New(ctx context.Context, in *config.Config, log *slog.Logger, version strin
 	}
 	if unreport, err := tel.ReportCatalogueCache(reg.CatalogueCache); err != nil {
 		log.Warn("catalogue cache gauges unavailable", "err", err)
+	} else {
+		s.unreport = append(s.unreport, unreport)
+	}
+	changes.Add(reg)
+	if km != nil {
+		changes.Add(km)
+	}
+	fctx, stopFeed := context.WithCancel(context.WithoutCancel(ctx))
+	s.feedDone = make(chan struct{})
+	s.stopFeed = stopFeed
+	go func() {
+		defer close(s.feedDone)
+		changes.Run(fctx)
+	}()
+	if unreport, err := tel.ReportChangeFeed(func() telemetry.FeedStats {
+		delivered, lost := changes.Stats()
+		return telemetry.FeedStats{Changes: delivered, Lost: lost, Missed: reg.CatalogueMissed() + km.Missed(), CurrentAt: changes.CurrentAt()}
+	}); err != nil {
+		log.Warn("change feed metrics unavailable", "err", err)
 	} else {
 		s.unreport = append(s.unreport, unreport)
 	}
@@ -448,6 +476,8 @@ func (s *Server) Close() error {
 	if s.metricsLn != nil { // closed already if Serve ran; else opened by New and never served
 		s.metricsLn.Close()
 	}
+	s.stopFeed()
+	<-s.feedDone
 	s.endpoint.Close()
 	s.flows.close()
 	for _, unreport := range s.unreport {

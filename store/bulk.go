@@ -48,7 +48,7 @@ func (s Tenants) CreateCatalogues(ctx context.Context, cs []Catalogue) error {
 			items = append(items, row)
 		}
 	}
-	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		for start := 0; start < len(slugs); start += bulkRows {
 			batch := slugs[start:min(start+bulkRows, len(slugs))]
 			var retired []string
@@ -65,11 +65,26 @@ func (s Tenants) CreateCatalogues(ctx context.Context, cs []Catalogue) error {
 				return conflict(err, fmt.Sprintf("create %d tenants", len(tenants)))
 			}
 		}
+		if len(tenants) > 0 {
+			due := make([]keyDue, len(tenants))
+			for i, t := range tenants {
+				due[i] = keyDue{TenantID: t.ID, DueAt: now}
+			}
+			if err := tx.CreateInBatches(due, bulkRows).Error; err != nil {
+				return fmt.Errorf("schedule %d key rings: %w", len(due), err)
+			}
+		}
 		if len(items) > 0 {
 			if err := tx.CreateInBatches(items, bulkRows).Error; err != nil {
 				return conflict(err, fmt.Sprintf("create %d catalogue items", len(items)))
 			}
 		}
-		return nil
+		// One change for them all: replicas forget the slugs they
+		// remember as missing.
+		return announce(tx, s.dialect, ChangeTenants, "", "")
 	})
+	if err == nil {
+		s.notifyChanges(ctx)
+	}
+	return err
 }

@@ -10,10 +10,10 @@ import (
 )
 
 // withTenant runs fn in a transaction with the tenant row loaded, and
-// bumps the tenant's catalogue version when bump is set and fn succeeds,
-// so every replica's cache sees the change.
+// when bump is set and fn succeeds bumps the tenant's catalogue version
+// and announces the change, so every replica's cache sees it.
 func (s *conn) withTenant(ctx context.Context, slug string, bump bool, fn func(tx *gorm.DB, t *Tenant) error) error {
-	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var t Tenant
 		if err := tx.Where("slug = ?", slug).Take(&t).Error; err != nil {
 			return notFound(err, fmt.Sprintf("tenant %q", slug))
@@ -29,8 +29,12 @@ func (s *conn) withTenant(ctx context.Context, slug string, bump bool, fn func(t
 		if err != nil {
 			return fmt.Errorf("bump catalogue version of %q: %w", slug, err)
 		}
-		return nil
+		return announce(tx, s.dialect, ChangeCatalogue, t.ID, t.Slug)
 	})
+	if err == nil && bump {
+		s.notifyChanges(ctx)
+	}
+	return err
 }
 
 // A CatalogueCheck checks a tenant's catalogue as a write leaves it,

@@ -357,7 +357,7 @@ var pruneBatch = 1000
 // transaction, until none is left or ctx ends; key names the columns
 // that identify a row ("id", or "session_id, replica"). It says how many
 // rows it deleted, in how many statements.
-func (s LegacySessions) deleteInBatches(ctx context.Context, table, key, column string, before time.Time) (rows, statements int64, err error) {
+func (s *conn) deleteInBatches(ctx context.Context, table, key, column string, before time.Time) (rows, statements int64, err error) {
 	q := "DELETE FROM " + table + " WHERE (" + key + ") IN (SELECT " + key + " FROM " + table + " WHERE " + column + " < ? ORDER BY " + column + " LIMIT ?)"
 	for {
 		res := s.db.WithContext(ctx).Exec(q, before, pruneBatch)
@@ -434,5 +434,5 @@ func (s LegacySessions) Shared() bool { return s.dialect == Postgres }
 // ListenRelayed follows the notifications Relay sends (the target of
 // each message), as sqldb's Listen does.
 func (s LegacySessions) ListenRelayed(ctx context.Context) (<-chan string, error) {
-	return s.shared.Listen(ctx, legacyRelayChannel)
+	return s.shared.Listen(ctx, legacyRelayChannel, false)
 }

@@ -338,25 +338,28 @@ type TaskCounts struct {
 	OldestWorking *time.Time
 }
 
-// Counts reads every tenant's task counts, by tenant id.
+// Counts reads every tenant's task counts, by tenant slug (tasks of a
+// tenant deleted since are left out).
 func (s Tasks) Counts(ctx context.Context) (map[string]*TaskCounts, error) {
 	var rows []struct {
-		TenantID string
-		Status   string
-		N        int64
-		Oldest   *time.Time
+		Slug   string
+		Status string
+		N      int64
+		Oldest *time.Time
 	}
-	err := s.db.WithContext(ctx).Model(&Task{}).Select("tenant_id, status, COUNT(*) AS n, MIN(created_at) AS oldest").
-		Group("tenant_id, status").Scan(&rows).Error
+	err := s.db.WithContext(ctx).Table("tasks").
+		Select("tenants.slug AS slug, tasks.status AS status, COUNT(*) AS n, MIN(tasks.created_at) AS oldest").
+		Joins("JOIN tenants ON tenants.id = tasks.tenant_id").
+		Group("tenants.slug, tasks.status").Scan(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("count tasks: %w", err)
 	}
 	out := map[string]*TaskCounts{}
 	for _, r := range rows {
-		c := out[r.TenantID]
+		c := out[r.Slug]
 		if c == nil {
 			c = &TaskCounts{ByStatus: map[string]int64{}}
-			out[r.TenantID] = c
+			out[r.Slug] = c
 		}
 		c.ByStatus[r.Status] = r.N
 		if r.Status == TaskWorking && r.Oldest != nil {

@@ -9,15 +9,16 @@ import (
 	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
-// BenchmarkTenantVersions is the read every replica makes each refresh
-// interval, whatever its traffic: every tenant's catalogue version, here
-// of 100,000 tenants. It reports the CPU per tenant read.
+// BenchmarkTenantVersions is a replica's full check, the change feed's
+// safety net, run minutes apart: the catalogue versions of the 10,000
+// tenants it caches, of 100,000 registered. It reports the CPU per
+// tenant read.
 func BenchmarkTenantVersions(b *testing.B) {
 	ctx := context.Background()
 	for _, d := range platformtest.Dialects() {
 		b.Run(d.Name, func(b *testing.B) {
 			st := platformtest.Store(b, d.New(b))
-			const n = 100_000
+			const n, cached = 100_000, 10_000
 			cs := make([]store.Catalogue, n)
 			for i := range cs {
 				cs[i].Tenant = store.Tenant{Slug: fmt.Sprintf("t%06d", i), DisplayName: "T"}
@@ -25,14 +26,18 @@ func BenchmarkTenantVersions(b *testing.B) {
 			if err := st.Tenants().CreateCatalogues(ctx, cs); err != nil {
 				b.Fatal(err)
 			}
+			slugs := make([]string, cached)
+			for i := range slugs {
+				slugs[i] = cs[i*(n/cached)].Tenant.Slug
+			}
 			cpu0 := platformtest.CPUTime()
 			for b.Loop() {
-				vs, err := st.Tenants().Versions(ctx)
-				if err != nil || len(vs) != n {
+				vs, err := st.Tenants().VersionsOf(ctx, slugs)
+				if err != nil || len(vs) != cached {
 					b.Fatalf("%d versions, %v", len(vs), err)
 				}
 			}
-			b.ReportMetric(float64((platformtest.CPUTime()-cpu0).Nanoseconds())/float64(b.N)/n, "cpu-ns/tenant")
+			b.ReportMetric(float64((platformtest.CPUTime()-cpu0).Nanoseconds())/float64(b.N)/cached, "cpu-ns/tenant")
 		})
 	}
 }

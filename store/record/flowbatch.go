@@ -353,11 +353,11 @@ func (s *Record) writeBatchPostgres(ctx context.Context, first *Statement, recs 
 			if _, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(bb.buf), stmts.fill); err != nil {
 				return fmt.Errorf("write flow batch: %w", err)
 			}
-			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(flowSeqLock)); err != nil {
+			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", flowSeq.Lock); err != nil {
 				return fmt.Errorf("lock flow changes: %w", err)
 			}
 			var last int64
-			if err := tx.QueryRow(ctx, lastSeqQuery).Scan(&last); err != nil {
+			if err := tx.QueryRow(ctx, flowSeq.LastQuery).Scan(&last); err != nil {
 				return fmt.Errorf("read last flow change: %w", err)
 			}
 			tag, err := tx.Exec(ctx, stmts.flows, last)

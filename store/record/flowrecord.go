@@ -177,26 +177,16 @@ type RoundWrite struct {
 	Running bool
 }
 
-// flowSeqLock serialises change numbering across writers on PostgreSQL
-// (a transaction-scoped advisory lock), so changes commit in seq order and
-// a reader that has seen seq n has seen every change before it.
-const flowSeqLock = 0x6f70736d63700001
-
-// lastSeqQuery reads the newest change's seq (0 for none).
-const lastSeqQuery = "SELECT COALESCE(MAX(seq), 0) FROM flows"
+// flowSeq numbers flow changes in commit order across writers.
+var flowSeq = sqldb.NewSequence(0x6f70736d63700001, "flows", "seq")
 
 // lockSeq takes the numbering lock and returns the next seq.
 func (s *Record) lockSeq(tx *gorm.DB) (int64, error) {
-	if s.dialect == sqldb.Postgres {
-		if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", int64(flowSeqLock)).Error; err != nil {
-			return 0, fmt.Errorf("lock flow changes: %w", err)
-		}
+	next, err := flowSeq.Next(tx, s.dialect)
+	if err != nil {
+		return 0, fmt.Errorf("number flow changes: %w", err)
 	}
-	var last int64
-	if err := tx.Raw(lastSeqQuery).Scan(&last).Error; err != nil {
-		return 0, fmt.Errorf("read last flow change: %w", err)
-	}
-	return last + 1, nil
+	return next, nil
 }
 
 // flowUpsert is what a write does to an existing row. A row's state moves
@@ -689,7 +679,7 @@ func (s *Record) ChangedAfter(ctx context.Context, seq int64, limit int) ([]Flow
 // LastFlowChange is the seq of the newest change, 0 when there is none.
 func (s *Record) LastChange(ctx context.Context) (int64, error) {
 	var last int64
-	if err := s.db.WithContext(ctx).Raw(lastSeqQuery).Scan(&last).Error; err != nil {
+	if err := s.db.WithContext(ctx).Raw(flowSeq.LastQuery).Scan(&last).Error; err != nil {
 		return 0, fmt.Errorf("read last flow change: %w", err)
 	}
 	return last, nil
@@ -754,7 +744,7 @@ func (s *Record) Listen(ctx context.Context) (<-chan struct{}, error) {
 	if s.dialect != sqldb.Postgres {
 		return nil, nil
 	}
-	payloads, err := s.conn.Listen(ctx, flowChannel)
+	payloads, err := s.conn.Listen(ctx, flowChannel, false)
 	if err != nil {
 		return nil, err
 	}

@@ -11,13 +11,18 @@ import (
 
 // Listen returns the payloads of PostgreSQL notifications on channel, on
 // a connection of its own, until ctx ends (then the channel closes). A
-// lost connection is re-established with backoff; notifications sent
-// while it was down are lost, so a listener also polls what it watches
-// (Listen only makes it prompt). On SQLite it returns nil: one node sees
-// its own writes.
-func (c *Conn) Listen(ctx context.Context, channel string) (<-chan string, error) {
+// lost connection is re-established with backoff, and the reader woken
+// with an empty payload; notifications sent while it was down are lost,
+// so a listener also polls what it watches (Listen only makes it
+// prompt). On SQLite, where one process is every writer, the
+// notifications are this process's own (Notify's), or none when local
+// is false.
+func (c *Conn) Listen(ctx context.Context, channel string, local bool) (<-chan string, error) {
 	if c.Dialect != Postgres {
-		return nil, nil
+		if !local {
+			return nil, nil
+		}
+		return c.listenLocal(ctx, channel), nil
 	}
 	conn, err := c.listenConn(ctx, channel)
 	if err != nil {
@@ -83,10 +88,41 @@ func (c *Conn) listenConn(ctx context.Context, channel string) (*pgx.Conn, error
 	return conn, nil
 }
 
-// Notify sends a PostgreSQL notification on channel (nothing on SQLite).
+// Notify sends a notification on channel: PostgreSQL's to every
+// replica, or on SQLite to this process's local listeners. A slow
+// listener misses it (it polls too).
 func (c *Conn) Notify(ctx context.Context, channel, payload string) error {
 	if c.Dialect != Postgres {
+		c.localMu.Lock()
+		defer c.localMu.Unlock()
+		for ch := range c.local[channel] {
+			select {
+			case ch <- payload:
+			default:
+			}
+		}
 		return nil
 	}
 	return c.DB.WithContext(ctx).Exec("SELECT pg_notify(?, ?)", channel, payload).Error
+}
+
+// listenLocal registers an in-process listener on channel until ctx ends.
+func (c *Conn) listenLocal(ctx context.Context, channel string) <-chan string {
+	ch := make(chan string, 64)
+	c.localMu.Lock()
+	if c.local == nil {
+		c.local = map[string]map[chan string]struct{}{}
+	}
+	if c.local[channel] == nil {
+		c.local[channel] = map[chan string]struct{}{}
+	}
+	c.local[channel][ch] = struct{}{}
+	c.localMu.Unlock()
+	context.AfterFunc(ctx, func() {
+		c.localMu.Lock()
+		delete(c.local[channel], ch)
+		c.localMu.Unlock()
+		close(ch)
+	})
+	return ch
 }

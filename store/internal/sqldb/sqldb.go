@@ -5,6 +5,7 @@ package sqldb
 
 import (
 	"errors"
+	"sync"
 
 	"gorm.io/gorm"
 )
@@ -28,4 +29,9 @@ type Conn struct {
 	Dialect Dialect
 	// URL is PostgreSQL's, for listening connections; empty on SQLite.
 	URL string
+
+	// local holds the in-process listeners of each channel on SQLite,
+	// where one process is every writer.
+	localMu sync.Mutex
+	local   map[string]map[chan string]struct{}
 }

@@ -1,0 +1,131 @@
+package keys_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opsmcp/platform/keys"
+	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/testkit/platformtest"
+)
+
+// TestASchedulerPassReadsOnlyTheRingsDue: a new tenant is due at once
+// and its first pass creates its ring; after that a pass reads no ring
+// that is not due, however many tenants exist; a ring rotated by hand is
+// due a margin later and is the only one read then; each phase schedules
+// the next; a deleted tenant is due no more. On both databases.
+func TestASchedulerPassReadsOnlyTheRingsDue(t *testing.T) {
+	for _, d := range platformtest.Dialects() {
+		t.Run(d.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			url := d.New(t)
+			st := platformtest.Store(t, url)
+			const n = 40
+			ids := make([]string, n)
+			for i := range ids {
+				ids[i] = addTenant(t, st, fmt.Sprintf("t%02d", i), 60)
+			}
+			c := newClock()
+			m, ctl := controlledManager(t, url, masterKey(), c)
+			var mu sync.Mutex
+			reads := map[string]int{}
+			ctl.FailWith(func(tenantID string) error {
+				mu.Lock()
+				reads[tenantID]++
+				mu.Unlock()
+				return nil
+			})
+			count := func() map[string]int {
+				mu.Lock()
+				defer mu.Unlock()
+				out := reads
+				reads = map[string]int{}
+				return out
+			}
+			keys.RefreshAllForTest(m) // the key store answers
+			c.Add(m.Margin())         // and the margin after the first answer passed
+			schedule(t, m)
+			created := count()
+			for _, id := range ids {
+				if created[id] == 0 {
+					t.Fatalf("the first pass did not create tenant %s's ring", id)
+				}
+				if p := phase(t, m, id); p != keys.PhaseSteady {
+					t.Fatalf("tenant %s: phase %s", id, p)
+				}
+			}
+			count()
+			c.Add(time.Hour)
+			schedule(t, m)
+			if r := count(); len(r) != 0 {
+				t.Fatalf("a pass with nothing due read rings: %v", r)
+			}
+
+			// One rotated by hand: due a margin later, alone.
+			if _, err := m.RotateNow(ctx, ids[7]); err != nil {
+				t.Fatal(err)
+			}
+			count()
+			schedule(t, m)
+			if r := count(); len(r) != 0 {
+				t.Fatalf("a pass before the promotion was due read rings: %v", r)
+			}
+			c.Add(m.Margin())
+			schedule(t, m)
+			if r := count(); len(r) != 1 || r[ids[7]] == 0 {
+				t.Fatalf("the pass when the promotion was due read %v", r)
+			}
+			if p := phase(t, m, ids[7]); p != keys.PhasePromoted {
+				t.Fatalf("phase %s after the promotion was due", p)
+			}
+			count()
+			c.Add(time.Minute + m.Margin()) // the state TTL and the margin
+			schedule(t, m)
+			if p := phase(t, m, ids[7]); p != keys.PhaseSteady {
+				t.Fatalf("phase %s after the retirement was due", p)
+			}
+			if r := count(); len(r) != 1 {
+				t.Fatalf("the retirement's pass read %v", r)
+			}
+
+			// A deleted tenant is no longer scheduled.
+			if err := st.Tenants().Delete(ctx, "t03", 0); err != nil {
+				t.Fatal(err)
+			}
+			due, err := st.Tenants().KeysDue(ctx, c.Now().Add(365*24*time.Hour), 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(due) != n-1 {
+				t.Fatalf("%d tenants scheduled a year on, want %d", len(due), n-1)
+			}
+			for _, tn := range due {
+				if tn.ID == ids[3] {
+					t.Fatal("the deleted tenant is still scheduled")
+				}
+			}
+		})
+	}
+}
+
+// TestTenantsCreatedInBulkAreScheduled: CreateCatalogues schedules its
+// tenants' rings as Create does.
+func TestTenantsCreatedInBulkAreScheduled(t *testing.T) {
+	ctx := context.Background()
+	st := platformtest.Store(t, platformtest.SQLiteURL(t))
+	cs := make([]store.Catalogue, 3)
+	for i := range cs {
+		cs[i].Tenant = store.Tenant{Slug: fmt.Sprintf("b%d", i), DisplayName: "B"}
+	}
+	if err := st.Tenants().CreateCatalogues(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	due, err := st.Tenants().KeysDue(ctx, time.Now().Add(time.Second), 10)
+	if err != nil || len(due) != 3 {
+		t.Fatalf("%d due, %v", len(due), err)
+	}
+}

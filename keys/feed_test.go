@@ -1,0 +1,152 @@
+package keys_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opsmcp/platform/feed"
+	"github.com/opsmcp/platform/keys"
+	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/testkit/platformtest"
+)
+
+// followFeed runs a change feed follower of st, reading at least every
+// poll, with consumers, until the test ends or stop is called.
+func followFeed(t *testing.T, st *store.Store, poll time.Duration, consumers ...feed.Consumer) (f *feed.Follower, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	f = feed.New(ctx, st.Changes(), quietLog(), poll)
+	for _, c := range consumers {
+		f.Add(c)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); f.Run(ctx) }()
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return f, stop
+}
+
+// ringKeys is how many keys m's cached ring of tenantID holds (0: none
+// cached).
+func ringKeys(m *keys.Manager, tenantID string) int {
+	n := 0
+	m.Rings(func(r keys.RingStatus) {
+		if r.TenantID == tenantID {
+			n = r.Keys
+		}
+	})
+	return n
+}
+
+// TestARingWrittenElsewhereArrivesByTheFeed: a rotation on one replica
+// is announced on the change feed and read by another replica's manager
+// at once, though that manager re-checks rings only every hour; a third
+// replica without the feed still holds the old ring, so it is the feed
+// that delivered the change. On both databases (on SQLite the replicas
+// share the one process, as a SQLite deployment does).
+func TestARingWrittenElsewhereArrivesByTheFeed(t *testing.T) {
+	for _, d := range platformtest.Dialects() {
+		t.Run(d.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			url := d.New(t)
+			stA := platformtest.Store(t, url)
+			stB := stA
+			if d.Name == "postgres" {
+				stB = platformtest.Store(t, url)
+			}
+			acme := addTenant(t, stA, "acme", 60)
+			mk := masterKey()
+			a := localManager(t, stA, mk, nil, func(o *keys.Options) { o.Changes = stA.Changes() })
+			if _, err := a.Create(ctx, acme, ""); err != nil {
+				t.Fatal(err)
+			}
+			hourly := func(o *keys.Options) { o.Refresh, o.FullCheck, o.Staleness = time.Hour, time.Hour, 3*time.Hour }
+			var fb *feed.Follower
+			b := localManager(t, stB, mk, nil, hourly, func(o *keys.Options) { o.Feed = feedClock{&fb} })
+			fb, _ = followFeed(t, stB, time.Hour, b)
+			without := localManager(t, stB, mk, nil, hourly)
+			for _, m := range []*keys.Manager{b, without} {
+				if _, err := m.Codec(ctx, acme); err != nil {
+					t.Fatal(err)
+				}
+				if n := ringKeys(m, acme); n != 1 {
+					t.Fatalf("%d keys cached before the rotation", n)
+				}
+			}
+			if _, err := a.RotateNow(ctx, acme); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the staged key on the replica with the feed", func() bool { return ringKeys(b, acme) == 2 })
+			if n := ringKeys(without, acme); n != 1 {
+				t.Fatalf("the replica without the feed holds %d keys: something other than the feed delivered the change", n)
+			}
+			if b.Missed() != 0 {
+				t.Fatalf("missed %d", b.Missed())
+			}
+		})
+	}
+}
+
+// feedClock is the follower behind p, once it exists (the manager is
+// built before its follower).
+type feedClock struct{ p **feed.Follower }
+
+func (c feedClock) CurrentAt() time.Time {
+	if *c.p == nil {
+		return time.Time{}
+	}
+	return (*c.p).CurrentAt()
+}
+
+// TestACurrentFeedKeepsRingsFreshWithoutReadingThem: while the change
+// feed is current and the key store answers, a ring the feed has not
+// named stays fresh past the staleness limit though it is never read
+// again (its own reads fail here); once the feed stops, the manager goes
+// back to reading every ring, the failing ring goes stale, and its
+// tenant fails closed.
+func TestACurrentFeedKeepsRingsFreshWithoutReadingThem(t *testing.T) {
+	ctx := context.Background()
+	st := platformtest.Store(t, platformtest.SQLiteURL(t))
+	acme := addTenant(t, st, "acme", 60)
+	var f *feed.Follower
+	m, err := keys.New(keys.Options{
+		Provider: keys.ProviderLocal, Tenants: st.Tenants(), Rings: st.KeyRings(), MasterKey: masterKey(), Logger: quietLog(),
+		Refresh: 50 * time.Millisecond, ClockSkew: 50 * time.Millisecond, Staleness: 300 * time.Millisecond, FullCheck: time.Hour,
+		NoScheduler: true, Feed: feedClock{&f}, Changes: st.Changes(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl := keys.ControlBackendForTest(m)
+	m.Start()
+	t.Cleanup(m.Close)
+	f, stop := followFeed(t, st, 50*time.Millisecond, m)
+	if _, err := m.Codec(ctx, acme); err != nil { // creates the ring
+		t.Fatal(err)
+	}
+	created := time.Now()
+	waitFor(t, "the feed to deliver the ring's creation", func() bool {
+		n, _ := f.Stats()
+		return n == 1 && f.CurrentAt().After(created)
+	})
+	broken := errors.New("test: this ring cannot be read")
+	ctl.FailWith(func(tenantID string) error {
+		if tenantID == acme {
+			return broken
+		}
+		return nil
+	})
+	time.Sleep(time.Second) // over three staleness limits
+	if _, err := m.Codec(ctx, acme); err != nil {
+		t.Fatalf("with a current feed the unread ring went stale: %v", err)
+	}
+	stop()
+	waitFor(t, "the ring to go stale without the feed", func() bool {
+		_, err := m.Codec(ctx, acme)
+		return err != nil && strings.Contains(err.Error(), "stale")
+	})
+}
