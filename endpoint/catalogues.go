@@ -51,6 +51,12 @@ type catalogues struct {
 	// delivered: it should stay zero.
 	missed atomic.Int64
 
+	// gen counts the feed's batches applied; touched holds, by slug, the
+	// batch that last named it ("" for tenants created in bulk), for the
+	// loads in flight then (kept two load timeouts).
+	gen     uint64
+	touched map[string]touch
+
 	mu      sync.RWMutex
 	cache   map[string]*snapshot
 	bytes   int64             // the cached snapshots' estimated bytes
@@ -64,11 +70,18 @@ type catalogues struct {
 // first request of a real tenant does, and no memory).
 const maxMissing = 100_000
 
+// touch is when the feed last named a slug.
+type touch struct {
+	gen uint64
+	at  time.Time
+}
+
 func newCatalogues(st CatalogueStore, log *slog.Logger, refresh time.Duration, version, publicURL string, changed func(string, listChanges)) *catalogues {
 	return &catalogues{
 		store: st, log: log, refresh: refresh, version: version, publicURL: publicURL, changed: changed,
 		cache: map[string]*snapshot{}, missing: map[string]bool{}, byID: map[string]string{}, failed: map[string]loadFailure{},
-		pinned: func(string) bool { return false }, forget: func(string) {},
+		touched: map[string]touch{},
+		pinned:  func(string) bool { return false }, forget: func(string) {},
 	}
 }
 
@@ -199,8 +212,38 @@ func (cs *catalogues) known(slug string) (*snapshot, bool, error) {
 	return nil, false, nil
 }
 
-// load reads a tenant's catalogue into the cache.
+// load reads a tenant's catalogue into the cache. A change the feed
+// delivers while the read is in flight may have committed after it: the
+// tenant is then read again, so what is cached is never older than a
+// change already applied.
 func (cs *catalogues) load(ctx context.Context, slug string) (*snapshot, error) {
+	for range 3 {
+		gen := cs.generation()
+		s, err := cs.loadOnce(ctx, slug)
+		if !cs.touchedSince(slug, gen) {
+			return s, err
+		}
+	}
+	return cs.loadOnce(ctx, slug)
+}
+
+// generation is the count of the feed's batches applied.
+func (cs *catalogues) generation() uint64 {
+	cs.mu.RLock()
+	defer cs.mu.RUnlock()
+	return cs.gen
+}
+
+// touchedSince says whether a batch applied after generation gen named
+// slug (or created tenants in bulk).
+func (cs *catalogues) touchedSince(slug string, gen uint64) bool {
+	cs.mu.RLock()
+	defer cs.mu.RUnlock()
+	return cs.touched[slug].gen > gen || cs.touched[""].gen > gen
+}
+
+// loadOnce reads a tenant's catalogue into the cache.
+func (cs *catalogues) loadOnce(ctx context.Context, slug string) (*snapshot, error) {
 	c, err := cs.store.LoadCatalogue(ctx, slug)
 	if errors.Is(err, store.ErrNotFound) {
 		cs.mu.Lock()
@@ -291,13 +334,17 @@ func (cs *catalogues) invalidate(ctx context.Context, slug string) {
 func (cs *catalogues) apply(ctx context.Context, changes []store.Change) {
 	var reload []string
 	cs.mu.Lock()
+	cs.gen++
+	now := time.Now()
 	for _, c := range changes {
 		switch c.Kind {
 		case store.ChangeTenants:
 			clear(cs.missing)
+			cs.touched[""] = touch{cs.gen, now}
 		case store.ChangeCatalogue:
 			delete(cs.missing, c.Slug)
 			delete(cs.failed, c.Slug)
+			cs.touched[c.Slug] = touch{cs.gen, now}
 			if _, ok := cs.cache[c.Slug]; ok && !slices.Contains(reload, c.Slug) {
 				reload = append(reload, c.Slug)
 			}
@@ -353,7 +400,8 @@ func (cs *catalogues) checkAll(ctx context.Context) (found int, err error) {
 	return len(stale), nil
 }
 
-// sweep forgets load failures whose interval passed.
+// sweep forgets load failures whose interval passed, and changes older
+// than any load in flight.
 func (cs *catalogues) sweep() {
 	now := time.Now()
 	cs.mu.Lock()
@@ -361,6 +409,11 @@ func (cs *catalogues) sweep() {
 	for slug, f := range cs.failed {
 		if !now.Before(f.until) {
 			delete(cs.failed, slug)
+		}
+	}
+	for slug, t := range cs.touched {
+		if now.Sub(t.at) > 2*loadTimeout {
+			delete(cs.touched, slug)
 		}
 	}
 }

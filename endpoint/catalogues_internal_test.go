@@ -19,11 +19,19 @@ import (
 type cacheStore struct {
 	*store.Store
 	loads int
+	// during, when set, runs once after a load's read, before the load
+	// returns: what happens while a read is in flight.
+	during func()
 }
 
 func (c *cacheStore) LoadCatalogue(ctx context.Context, slug string) (*store.Catalogue, error) {
 	c.loads++
-	return c.Tenants().LoadCatalogue(ctx, slug)
+	cat, err := c.Tenants().LoadCatalogue(ctx, slug)
+	if f := c.during; f != nil {
+		c.during = nil
+		f()
+	}
+	return cat, err
 }
 
 func (c *cacheStore) VersionsOf(ctx context.Context, slugs []string) ([]store.TenantVersion, error) {
@@ -155,6 +163,62 @@ func TestTheCatalogueCacheStaysWithinItsBudget(t *testing.T) {
 	}
 	if st.loads != before {
 		t.Fatalf("%d catalogues loaded for a change to an evicted tenant", st.loads-before)
+	}
+}
+
+// TestAChangeDuringALoadIsNotLost: a change committed and delivered by
+// the feed while a tenant's first load is reading (so the read may be
+// older than the change, and the tenant was not yet cached for the
+// change to reload it) makes the load read again: the cache never keeps
+// a catalogue older than a change it has applied. The same for a slug
+// found missing while the tenant is being created.
+func TestAChangeDuringALoadIsNotLost(t *testing.T) {
+	ctx := context.Background()
+	st := newCacheStore(t, 1)
+	cs := newCatalogues(st, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Second, "test", "http://127.0.0.1", func(string, listChanges) {})
+	deliver := func(change func()) {
+		last, err := st.Changes().Last(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		change()
+		changes, err := st.Changes().After(ctx, last, 10)
+		if err != nil || len(changes) == 0 {
+			t.Fatalf("the feed: %v %v", changes, err)
+		}
+		cs.apply(ctx, changes)
+	}
+	st.during = func() {
+		deliver(func() {
+			if _, err := st.Tenants().UpdateItem(ctx, "t0000", "tool", "echo", 0, func(it *store.Item) error {
+				it.Spec = strings.Replace(it.Spec, `"description":"e`, `"description":"E`, 1)
+				return nil
+			}, nil); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	s, err := cs.lookup(ctx, "t0000")
+	if err != nil || s == nil {
+		t.Fatal(err)
+	}
+	current, err := st.Tenants().VersionsOf(ctx, []string{"t0000"})
+	if err != nil || len(current) != 1 {
+		t.Fatal(err)
+	}
+	if s.version != current[0].CatalogueVersion || st.loads != 2 {
+		t.Fatalf("cached version %d after %d loads; the database is at %d", s.version, st.loads, current[0].CatalogueVersion)
+	}
+
+	st.during = func() {
+		deliver(func() {
+			if err := st.Tenants().Create(ctx, &store.Tenant{Slug: "fresh", DisplayName: "F"}, false); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if s, err := cs.lookup(ctx, "fresh"); err != nil || s == nil {
+		t.Fatalf("the tenant created during its lookup: %v %v", s, err)
 	}
 }
 

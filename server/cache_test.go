@@ -14,7 +14,7 @@ import (
 // TestTheCatalogueCacheIsMeasured: /metrics says how many tenants' catalogues
 // a replica holds, their estimated bytes, and how many were evicted: with
 // a budget smaller than one catalogue, each tenant's first request
-// evicts the one before.
+// evicts the one before. The change feed is measured beside it.
 func TestTheCatalogueCacheIsMeasured(t *testing.T) {
 	const token = "metrics-token-0123456789"
 	p := platformtest.Start(t, platformtest.SQLiteURL(t), platformtest.WithConfig(func(c *config.Config) { c.MetricsToken = token }),
@@ -42,5 +42,22 @@ func TestTheCatalogueCacheIsMeasured(t *testing.T) {
 	}
 	if n := value("opsmcp_catalogue_cache_evictions_total"); n < 2 {
 		t.Errorf("evictions: %d, want at least 2", n)
+	}
+	// The change feed: the three tenants' creations read, nothing lost
+	// or missed, and read to its end moments ago.
+	if n := value("opsmcp_feed_changes_total"); n < 3 {
+		t.Errorf("feed changes: %d, want at least 3", n)
+	}
+	for _, name := range []string{"opsmcp_feed_lost_total", "opsmcp_feed_missed_total"} {
+		if n := value(name); n != 0 {
+			t.Errorf("%s: %d", name, n)
+		}
+	}
+	m := regexp.MustCompile(`(?m)^opsmcp_feed_behind_seconds(?:\{[^}]*\})? ([0-9.e+-]+)`).FindSubmatch(r.Body)
+	if m == nil {
+		t.Fatalf("/metrics has no opsmcp_feed_behind_seconds")
+	}
+	if behind, _ := strconv.ParseFloat(string(m[1]), 64); behind < 0 || behind > 5 {
+		t.Errorf("the feed is %v s behind", behind)
 	}
 }

@@ -118,6 +118,7 @@ func (fl *fleet) check(ctx context.Context) error {
 	deploys := &assertion{name: "destructive-rounds-recorded"}
 	dashboard := &assertion{name: "dashboard-queries-answer"}
 	legacyKill := &assertion{name: "legacy-stream-survives-kill"}
+	delivered := &assertion{name: "catalogue-changes-delivered"}
 
 	// Rounds and failures, from the client's side: every failed attempt
 	// must be clean and explained by a fault; a flow that failed after
@@ -227,7 +228,8 @@ func (fl *fleet) check(ctx context.Context) error {
 
 	loss += "; " + fl.checkTasks(tasks, tl) + "; " + tsFigures
 
-	all := []*assertion{wrong, clean, record, traces, faults, spread, panics, tasks, deploys, dashboard, legacyKill}
+	fl.checkDelivered(delivered, tl)
+	all := []*assertion{wrong, clean, record, traces, faults, spread, panics, tasks, deploys, dashboard, legacyKill, delivered}
 	var failedNames []string
 	for _, a := range all {
 		fmt.Fprintln(fl.cfg.Log, "fleet:", a)
@@ -284,6 +286,24 @@ func (fl *fleet) checkFaults(a *assertion, tl timeline) {
 		a.checked++
 		if c.visible.IsZero() || c.gone.IsZero() || c.flows == 0 {
 			a.fail("catalogue item %s: visible everywhere %v, gone everywhere %v, %d flows used it", c.name, !c.visible.IsZero(), !c.gone.IsZero(), c.flows)
+		}
+	}
+}
+
+// checkDelivered asserts that the catalogue change each cycle made as
+// PostgreSQL came back (its notification likely lost to the replicas'
+// reconnecting listeners) was served by every replica before the cycle
+// ended.
+func (fl *fleet) checkDelivered(a *assertion, tl timeline) {
+	cycles := max(1, int(fl.cfg.Duration/CycleLength))
+	a.checked++
+	if len(tl.restartChanges) != cycles {
+		a.fail("%d catalogue changes made as PostgreSQL came back, in %d cycle(s)", len(tl.restartChanges), cycles)
+	}
+	for _, c := range tl.restartChanges {
+		a.checked++
+		if !c.delivered {
+			a.fail("cycle %d: the change made as PostgreSQL came back: %s", c.cycle, c.err)
 		}
 	}
 }
@@ -581,14 +601,26 @@ func (fl *fleet) summary(flows []*Flow, failed int, loss string, causes map[stri
 	if len(eraFigures) > 0 {
 		loss += "; " + strings.Join(eraFigures, "; ")
 	}
-	line := fmt.Sprintf("fleet %s, %s: %.0f s, %d flows at a time (think %s), eras %s: %d flows (%d completed, %d failed), %d rounds answered (%.0f/s; %s), round latency p50 %s p99 %s (%s); failed rounds by cause: %s (%d rounds sent again after failing, %d of them answered in the end); %s; faults: %d rotation(s), %d SIGKILL(s), %d Vault and %d PostgreSQL outage(s) of %s, %d catalogue add/remove; %d spans received; %s",
+	line := fmt.Sprintf("fleet %s, %s: %.0f s, %d flows at a time (think %s), eras %s: %d flows (%d completed, %d failed), %d rounds answered (%.0f/s; %s), round latency p50 %s p99 %s (%s); failed rounds by cause: %s (%d rounds sent again after failing, %d of them answered in the end); %s; faults: %d rotation(s), %d SIGKILL(s), %d Vault and %d PostgreSQL outage(s) of %s, %d catalogue add/remove; %s; %d spans received; %s",
 		time.Now().UTC().Format("2006-01-02 15:04Z"), fl.cfg.Machine, secs, fl.cfg.Concurrency, fl.cfg.Think, fl.eraNames(),
 		len(flows), len(flows)-failed, failed, rounds, float64(rounds)/secs, strings.Join(rep, ", "),
 		ms(percentile(lat, 50)), ms(percentile(lat, 99)), strings.Join(eraLat, ", "), strings.Join(fc, ", "), retried, recovered, loss,
-		len(tl.rotations), len(tl.kills), len(tl.vaultOutages), len(tl.pgOutages), fl.cfg.Outage, len(tl.catalogue), fl.spans.count(), result)
+		len(tl.rotations), len(tl.kills), len(tl.vaultOutages), len(tl.pgOutages), fl.cfg.Outage, len(tl.catalogue), propagationFigures(tl), fl.spans.count(), result)
 	if fl.cfg.Summary != nil {
 		fmt.Fprintln(fl.cfg.Summary, line)
 	}
+}
+
+// propagationFigures sums up how long catalogue changes took to be
+// served by each replica, from their commit.
+func propagationFigures(tl timeline) string {
+	ds := slices.Clone(tl.propagation)
+	if len(ds) == 0 {
+		return "no catalogue change measured"
+	}
+	slices.Sort(ds)
+	return fmt.Sprintf("catalogue changes served by every replica %s (p50) %s (p99) after their commit, of %d (change, replica) pairs",
+		ms(percentile(ds, 50)), ms(percentile(ds, 99)), len(ds))
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }

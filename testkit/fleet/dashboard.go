@@ -154,7 +154,8 @@ func (fl *fleet) driveFailures(ctx context.Context) error {
 	if err := fl.addTool(ctx, def); err != nil {
 		return err
 	}
-	if err := fl.visibleEverywhere(ctx, deadTool, true); err != nil {
+	committed := time.Now()
+	if err := fl.servedEverywhere(ctx, "tool "+deadTool+" added", committed, committed.Add(30*time.Second), listed(deadTool)); err != nil {
 		return err
 	}
 	m, err := newModernEra(fl.endpoint(), 2, fl.cfg.RoundTimeout, 0)

@@ -2,10 +2,14 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/opsmcp/platform/client"
 
 	"github.com/opsmcp/platform/mcp"
 )
@@ -151,6 +155,9 @@ func (fl *fleet) cycle(ctx context.Context, c int, start time.Time) {
 		}},
 		{24 * time.Second, "Vault outage", fl.vaultOutage},
 		{33 * time.Second, "PostgreSQL outage", fl.pgOutage},
+		{33 * time.Second, "a catalogue change as PostgreSQL comes back", func(ctx context.Context) error {
+			return fl.changeAsDatabaseReturns(ctx, c, start.Add(CycleLength))
+		}},
 		{40 * time.Second, "catalogue remove", fl.catalogueRemove},
 	}
 	for _, s := range steps {
@@ -246,6 +253,7 @@ func (fl *fleet) catalogueAdd(ctx context.Context) error {
 	if err := fl.addTool(ctx, toolDefinition(x.tool, fl.hookURL)); err != nil {
 		return err
 	}
+	committed := time.Now()
 	if err := fl.admin.do(ctx, "POST", "/tenants/"+tenantSlug+"/prompts", map[string]any{
 		"name": x.prompt, "description": "fleet test prompt",
 		"messages": []map[string]any{{"role": "user", "content": map[string]any{"type": "text", "text": "note " + x.prompt}}},
@@ -257,7 +265,7 @@ func (fl *fleet) catalogueAdd(ctx context.Context) error {
 	}, nil); err != nil {
 		return err
 	}
-	if err := fl.visibleEverywhere(ctx, x.tool, true); err != nil {
+	if err := fl.servedEverywhere(ctx, "tool "+x.tool+" added", committed, committed.Add(30*time.Second), listed(x.tool)); err != nil {
 		return err
 	}
 	ch.visible = time.Now()
@@ -286,7 +294,9 @@ func (fl *fleet) catalogueRemove(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := fl.visibleEverywhere(ctx, x.tool, false); err != nil {
+	committed := time.Now()
+	gone := func(tools []client.Tool) bool { return !listed(x.tool)(tools) }
+	if err := fl.servedEverywhere(ctx, "tool "+x.tool+" removed", committed, committed.Add(30*time.Second), gone); err != nil {
 		return err
 	}
 	fl.mu.Lock()
@@ -297,6 +307,55 @@ func (fl *fleet) catalogueRemove(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// changeAsDatabaseReturns changes the quick tool's description as soon
+// as PostgreSQL accepts writes again, while the replicas' notification
+// listeners are still reconnecting (so its notification may reach none
+// of them), and waits until every replica serves it: each must catch up
+// on the change feed, before the cycle ends.
+func (fl *fleet) changeAsDatabaseReturns(ctx context.Context, c int, end time.Time) error {
+	desc := fmt.Sprintf("fleet test tool, changed as PostgreSQL came back in cycle %d", c+1)
+	def := toolDefinition(quickTool, fl.hookURL)
+	def["description"] = desc
+	rc := restartChange{cycle: c + 1}
+	defer func() {
+		fl.mu.Lock()
+		fl.timeline.restartChanges = append(fl.timeline.restartChanges, rc)
+		fl.mu.Unlock()
+	}()
+	for {
+		err := fl.admin.do(ctx, "PUT", "/tenants/"+tenantSlug+"/tools/"+quickTool, def, nil)
+		if err == nil {
+			break
+		}
+		if time.Now().After(end) || ctx.Err() != nil {
+			rc.err = fmt.Sprintf("the change was not accepted before the cycle ended: %v", err)
+			return errors.New(rc.err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	rc.committed = time.Now()
+	fl.logf("cycle %d: catalogue changed %s after PostgreSQL came back", c+1, rc.committed.Sub(fl.lastPGBack()).Round(time.Millisecond))
+	err := fl.servedEverywhere(ctx, "the change made as PostgreSQL came back", rc.committed, end, func(tools []client.Tool) bool {
+		return slices.ContainsFunc(tools, func(t client.Tool) bool { return t.Name == quickTool && t.Description == desc })
+	})
+	if err != nil {
+		rc.err = err.Error()
+		return err
+	}
+	rc.delivered = true
+	return nil
+}
+
+// lastPGBack is when the last PostgreSQL outage ended.
+func (fl *fleet) lastPGBack() time.Time {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if n := len(fl.timeline.pgOutages); n > 0 {
+		return fl.timeline.pgOutages[n-1].to
+	}
+	return time.Time{}
 }
 
 // killReplica SIGKILLs a replica in the middle of the drive and starts

@@ -112,7 +112,22 @@ type timeline struct {
 	vaultOutages         []window
 	rotations            []rotation
 	catalogue            []catalogueChange
-	notes                []string // a fault that could not be applied
+	restartChanges       []restartChange
+	// propagation is, for every catalogue change and every replica, the
+	// time from the change's commit (its admin call's answer) to the
+	// replica serving it.
+	propagation []time.Duration
+	notes       []string // a fault that could not be applied
+}
+
+// restartChange is a catalogue change made as PostgreSQL came back, while
+// the replicas' notification listeners reconnect: delivered says every
+// replica served it before its cycle ended.
+type restartChange struct {
+	cycle     int
+	committed time.Time
+	delivered bool
+	err       string
 }
 
 type kill struct {
@@ -318,7 +333,7 @@ func (fl *fleet) setup(ctx context.Context) error {
 		}
 	}
 	for _, tool := range []string{orderTool, quickTool, deployTool, taskTool} {
-		if err := fl.visibleEverywhere(ctx, tool, true); err != nil {
+		if err := fl.servedEverywhere(ctx, "tool "+tool, time.Now(), time.Now().Add(30*time.Second), listed(tool)); err != nil {
 			return err
 		}
 	}
@@ -373,29 +388,56 @@ func (fl *fleet) addTool(ctx context.Context, def map[string]any) error {
 	return nil
 }
 
-// visibleEverywhere waits until every replica, asked directly, lists the
-// tool (or no longer lists it).
-func (fl *fleet) visibleEverywhere(ctx context.Context, tool string, want bool) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+// servedEverywhere waits until every replica, asked directly every 10
+// ms, lists tools that ok accepts, and records in the timeline how long
+// each took after since (the change's commit); it gives up at deadline.
+// The setup's changes are not recorded: the replicas have not loaded the
+// tenant yet.
+func (fl *fleet) servedEverywhere(ctx context.Context, what string, since, deadline time.Time, ok func([]client.Tool) bool) error {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	for _, r := range fl.replicas {
-		c, err := client.New(r.URL()+"/t/"+tenantSlug+"/mcp", client.Options{})
-		if err != nil {
-			return err
-		}
-		for {
-			tools, err := c.AllTools(ctx)
-			if err == nil && slices.ContainsFunc(tools, func(t client.Tool) bool { return t.Name == tool }) == want {
-				break
+	took := make([]time.Duration, len(fl.replicas))
+	errs := make([]error, len(fl.replicas))
+	var wg sync.WaitGroup
+	for i, r := range fl.replicas {
+		wg.Go(func() {
+			c, err := client.New(r.URL()+"/t/"+tenantSlug+"/mcp", client.Options{})
+			if err != nil {
+				errs[i] = err
+				return
 			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("tool %s: %s never saw it %s: %v", tool, r.name, map[bool]string{true: "added", false: "removed"}[want], err)
-			case <-time.After(100 * time.Millisecond):
+			for {
+				tools, err := c.AllTools(ctx)
+				if err == nil && ok(tools) {
+					took[i] = time.Since(since)
+					return
+				}
+				select {
+				case <-ctx.Done():
+					errs[i] = fmt.Errorf("%s: %s never served it (last: %v)", what, r.name, err)
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
 			}
-		}
+		})
 	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	fl.mu.Lock()
+	if !fl.timeline.driveStart.IsZero() {
+		fl.timeline.propagation = append(fl.timeline.propagation, took...)
+	}
+	fl.mu.Unlock()
 	return nil
+}
+
+// listed says whether tools holds the named tool.
+func listed(name string) func([]client.Tool) bool {
+	return func(tools []client.Tool) bool {
+		return slices.ContainsFunc(tools, func(t client.Tool) bool { return t.Name == name })
+	}
 }
 
 func (fl *fleet) newFlow(era Era, tool string) *Flow {
