@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Layout, in SVG units.
@@ -20,6 +21,23 @@ const (
 
 // palette tells series apart for every kind of colour vision (Okabe–Ito).
 var palette = []string{"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00"}
+
+// style is how series i is drawn: a series whose label begins with
+// "before" is dashed, in the colour of the series at the same place
+// among the others, so a figure and its earlier self share a colour.
+func style(series []Series, i int) (colour, dash string) {
+	before := func(s Series) bool { return strings.HasPrefix(strings.ToLower(s.Label), "before") }
+	k := 0
+	for j := range i {
+		if before(series[j]) == before(series[i]) {
+			k++
+		}
+	}
+	if before(series[i]) {
+		return palette[k%len(palette)], ` stroke-dasharray="5 4"`
+	}
+	return palette[k%len(palette)], ""
+}
 
 // point is one result's value of a panel's figure.
 type point struct {
@@ -48,7 +66,7 @@ func points(s Series, p Panel) []point {
 // the last panel.
 func Draw(w io.Writer, series []Series, panels []Panel) error {
 	rows := (len(panels) + 1 + cols - 1) / cols
-	width, height := cols*panelW, rows*panelH
+	width, height := cols*panelW+24, rows*panelH // room for the last column's labels
 	var err error
 	printf := func(format string, a ...any) {
 		if err == nil {
@@ -78,12 +96,13 @@ func Draw(w io.Writer, series []Series, panels []Panel) error {
 	printf(`<text x="%.0f" y="%.0f" font-weight="600">Series</text>`+"\n", lx, ly)
 	for i, s := range series {
 		y := ly + 22 + float64(i)*20
-		c := palette[i%len(palette)]
-		printf(`<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="%s" stroke-width="2.5"/><circle cx="%.0f" cy="%.0f" r="3.5" fill="%s"/>`+"\n", lx, y-4, lx+26, y-4, c, lx+13, y-4, c)
-		printf(`<text x="%.0f" y="%.0f">%s</text>`+"\n", lx+34, y, html.EscapeString(s.Label))
+		c, dash := style(series, i)
+		printf(`<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="%s" stroke-width="2.5"%s/><circle cx="%.0f" cy="%.0f" r="3.5" fill="%s"/>`+"\n", lx-30, y-4, lx-4, y-4, c, dash, lx-17, y-4, c)
+		printf(`<text x="%.0f" y="%.0f">%s</text>`+"\n", lx+4, y, html.EscapeString(s.Label))
 	}
-	printf(`<text x="%.0f" y="%.0f" fill="#555">x: tenants registered (log scale); 1 flow in flight</text>`+"\n", lx, ly+22+float64(len(series))*20+8)
-	printf(`<text x="%.0f" y="%.0f" fill="#555">per active tenant; y from zero</text>`+"\n", lx, ly+22+float64(len(series))*20+24)
+	printf(`<text x="%.0f" y="%.0f" fill="#555">x: tenants registered (log scale); one flow</text>`+"\n", lx-30, ly+22+float64(len(series))*20+8)
+	printf(`<text x="%.0f" y="%.0f" fill="#555">in flight per active tenant; y from zero;</text>`+"\n", lx-30, ly+22+float64(len(series))*20+24)
+	printf(`<text x="%.0f" y="%.0f" fill="#555">each line labelled at its largest registry</text>`+"\n", lx-30, ly+22+float64(len(series))*20+40)
 	printf("</svg>\n")
 	return err
 }
@@ -113,12 +132,20 @@ func drawPanel(printf func(string, ...any), series []Series, p Panel, x0, y0, xl
 		printf(`<text x="%.1f" y="%.0f" text-anchor="middle" fill="#555">%s</text>`+"\n", x, top+ph+16, short(math.Pow(10, d)))
 	}
 	printf(`<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="#999"/>`+"\n", left, top+ph, left+pw, top+ph)
+	// Each line is labelled at its right end, the largest registry it
+	// measured; labels that would overlap there are moved apart.
+	type label struct {
+		x, y   float64
+		colour string
+		text   string
+	}
+	var labels []label
 	for i, s := range series {
 		pts := points(s, p)
 		if len(pts) == 0 {
 			continue
 		}
-		c := palette[i%len(palette)]
+		c, dash := style(series, i)
 		path := ""
 		for j, pt := range pts {
 			sep := "L"
@@ -127,13 +154,22 @@ func drawPanel(printf func(string, ...any), series []Series, p Panel, x0, y0, xl
 			}
 			path += fmt.Sprintf("%s%.1f,%.1f ", sep, xpos(float64(pt.tenants)), ypos(pt.v))
 		}
-		printf(`<path d="%s" fill="none" stroke="%s" stroke-width="2.5"/>`+"\n", path, c)
+		printf(`<path d="%s" fill="none" stroke="%s" stroke-width="2.5"%s/>`+"\n", path, c, dash)
 		for _, pt := range pts {
-			x, y := xpos(float64(pt.tenants)), ypos(pt.v)
 			printf(`<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"><title>%s: %s tenants, %s</title></circle>`+"\n",
-				x, y, c, html.EscapeString(s.Label), short(float64(pt.tenants)), short(pt.v))
-			printf(`<text x="%.1f" y="%.1f" text-anchor="middle" fill="%s" font-size="10">%s</text>`+"\n", x, y-7, c, short(pt.v))
+				xpos(float64(pt.tenants)), ypos(pt.v), c, html.EscapeString(s.Label), short(float64(pt.tenants)), short(pt.v))
 		}
+		end := pts[len(pts)-1]
+		labels = append(labels, label{xpos(float64(end.tenants)) + 6, ypos(end.v) + 4, c, short(end.v)})
+	}
+	slices.SortFunc(labels, func(a, b label) int { return cmp.Compare(a.y, b.y) })
+	for i := 1; i < len(labels); i++ {
+		if math.Abs(labels[i].x-labels[i-1].x) < 30 && labels[i].y-labels[i-1].y < 12 {
+			labels[i].y = labels[i-1].y + 12
+		}
+	}
+	for _, l := range labels {
+		printf(`<text x="%.1f" y="%.1f" fill="%s" font-size="10">%s</text>`+"\n", l.x, l.y, l.colour, l.text)
 	}
 }
 
