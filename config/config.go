@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/opsmcp/platform/feed"
 )
 
 // Config is every setting of `platform serve`.
@@ -100,7 +102,7 @@ func Flags(fs *flag.FlagSet) *Config {
 	fs.IntVar(&c.TokenCacheSize, "token-cache-size", 10000, "most verified bearer tokens remembered, across tenants")
 	fs.Int64Var(&c.WebhookMaxResponse, "webhook-max-response-bytes", 4<<20, "largest webhook answer accepted, in bytes")
 	fs.DurationVar(&c.CatalogueRefresh, "catalogue-refresh", time.Second, "how often each replica reads the change feed (catalogues, settings, issuers, key rings changed elsewhere) when no notification woke it")
-	fs.DurationVar(&c.FullCheck, "full-check", 5*time.Minute, "how often each replica compares every catalogue and key ring it caches with the database and key store, the change feed's safety net")
+	fs.DurationVar(&c.FullCheck, "full-check", feed.DefaultFullCheck, "how often each replica compares every catalogue and key ring it caches with the database and key store, the change feed's safety net")
 	fs.Int64Var(&c.CatalogueCacheBytes, "catalogue-cache-bytes", 1<<30, "bound on the tenants' catalogues a replica keeps in memory, in bytes (estimated); the least recently used are evicted past it and load again on their next request")
 	fs.StringVar(&c.StateKeys, "state-keys", "", "comma-separated base64 request-state secrets (≥32 bytes each), minting key first; shared by all replicas (default: a random per-process key)")
 	fs.StringVar(&c.SecretsKeys, "secrets-keys", "", "comma-separated base64 keys (≥32 bytes each) sealing webhook secrets in the database, sealing key first; the same on every replica (default: none, and secrets are stored unsealed)")

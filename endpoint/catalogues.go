@@ -356,10 +356,25 @@ func (cs *catalogues) apply(ctx context.Context, changes []store.Change) {
 	}
 }
 
-// reload loads a cached tenant again, and drops it if it is gone.
+// reload loads a cached tenant again, and drops it if it is gone. A
+// tenant that changed but cannot be read now is dropped too: what
+// changed may be its disabling, or an issuer removed, so it is not
+// served as it was; its requests get the load's error and try again
+// each refresh interval, as a tenant not yet loaded does.
 func (cs *catalogues) reload(ctx context.Context, slug string) {
-	if _, err := cs.load(ctx, slug); err != nil && ctx.Err() == nil {
-		cs.log.Warn("catalogue reload failed", "tenant", slug, "err", err)
+	lctx, cancel := context.WithTimeout(ctx, loadTimeout)
+	defer cancel()
+	_, err := cs.load(lctx, slug)
+	if err == nil || ctx.Err() != nil {
+		return
+	}
+	cs.log.Warn("catalogue reload failed; the tenant is served again once it loads", "tenant", slug, "err", err)
+	cs.mu.Lock()
+	old := cs.cache[slug]
+	cs.dropLocked(slug)
+	cs.mu.Unlock()
+	if old != nil {
+		cs.forget(old.tenantID)
 	}
 }
 

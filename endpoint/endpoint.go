@@ -14,10 +14,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/opsmcp/platform/auth"
 	"github.com/opsmcp/platform/egress"
+	"github.com/opsmcp/platform/feed"
 	"github.com/opsmcp/platform/internal/bounded"
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
@@ -55,7 +57,7 @@ type Options struct {
 	// Catalogue changes come from the change feed (Changed).
 	Refresh time.Duration
 	// FullCheck is how often every cached catalogue's version is compared
-	// with the database's, the change feed's safety net. Default 5m.
+	// with the database's, the change feed's safety net. Default feed.DefaultFullCheck.
 	FullCheck time.Duration
 	// CatalogueBytes bounds the tenants' snapshots kept (estimated
 	// bytes); past it the least recently used are evicted, never one
@@ -111,7 +113,11 @@ type Handler struct {
 	publicHost   string
 	allowedHosts map[string]bool
 
-	stop      context.CancelFunc
+	stop context.CancelFunc
+	// lostPending: the change feed lost changes and the check that
+	// follows has not passed yet (retried every Refresh).
+	lostPending atomic.Bool
+
 	done      chan struct{}
 	tasksDone chan struct{}
 	closeOne  sync.Once
@@ -126,7 +132,7 @@ func New(ctx context.Context, opts Options) (*Handler, error) {
 		opts.Refresh = time.Second
 	}
 	if opts.FullCheck <= 0 {
-		opts.FullCheck = 5 * time.Minute
+		opts.FullCheck = feed.DefaultFullCheck
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 4 << 20
@@ -244,11 +250,14 @@ func (e *Handler) refresh(ctx context.Context) {
 			}
 			continue
 		case <-full.C:
-			e.checkCatalogues(ctx, "scheduled")
+			e.checkCatalogues(ctx, true)
 			continue
 		case <-t.C:
 		}
 		e.catalogues.sweep()
+		if e.lostPending.Load() {
+			e.checkCatalogues(ctx, false)
+		}
 		if e.legacy != nil {
 			e.legacy.refreshEnded(ctx)
 		}
@@ -279,22 +288,31 @@ func (e *Handler) Changed(ctx context.Context, cs []store.Change) {
 }
 
 // Lost checks every cached catalogue: the change feed may have lost
-// changes (a feed.Consumer).
-func (e *Handler) Lost(ctx context.Context) { e.checkCatalogues(ctx, "changes may have been missed") }
+// changes (a feed.Consumer). A check that fails is tried again every
+// refresh interval until one passes.
+func (e *Handler) Lost(ctx context.Context) {
+	e.lostPending.Store(true)
+	e.checkCatalogues(ctx, false)
+}
 
-// checkCatalogues runs the catalogues' full check and counts what it
-// finds that the feed had not delivered.
-func (e *Handler) checkCatalogues(ctx context.Context, why string) {
+// checkCatalogues runs the catalogues' full check. A scheduled one
+// counts what it finds that the feed had not delivered (it should find
+// nothing); one after the feed lost changes expects to find them.
+func (e *Handler) checkCatalogues(ctx context.Context, scheduled bool) {
 	found, err := e.catalogues.checkAll(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			e.log.Warn("catalogue check failed; serving cached catalogues", "why", why, "err", err)
+			e.log.Warn("catalogue check failed; serving cached catalogues", "scheduled", scheduled, "err", err)
 		}
+		return
+	}
+	if !scheduled {
+		e.lostPending.Store(false)
 		return
 	}
 	if found > 0 {
 		e.catalogues.missed.Add(int64(found))
-		e.log.Warn("catalogue check found changes the feed had not delivered", "why", why, "tenants", found)
+		e.log.Warn("catalogue check found changes the feed had not delivered", "tenants", found)
 	}
 }
 

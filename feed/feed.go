@@ -34,6 +34,10 @@ const batch = 500
 // checks everything it caches when it is back (Consumer.Lost).
 const Keep = time.Hour
 
+// DefaultFullCheck is how often, by default, a consumer compares
+// everything it caches with the source of truth: the feed's safety net.
+const DefaultFullCheck = 5 * time.Minute
+
 // pruneEvery is how often a follower deletes the changes older than Keep.
 const pruneEvery = 10 * time.Minute
 
@@ -105,17 +109,41 @@ func (f *Follower) Stats() (changes, lost int64) { return f.changes.Load(), f.lo
 
 // Run follows the feed until ctx ends.
 func (f *Follower) Run(ctx context.Context) {
-	notes, err := f.src.Listen(ctx)
-	if err != nil {
-		// Still correct without: changes arrive by polling.
-		f.log.Warn("change notifications unavailable; polling every interval", "interval", f.poll, "err", err)
-	}
-	// Changes committed before the listener was in place were notified
-	// to no one: read them now.
-	f.Wake()
+	notes := make(chan struct{}, 1)
+	go f.listen(ctx, notes)
 	Loop(ctx, f.poll, f.wake, notes, f.read, func(err error) {
 		f.log.Warn("reading the change feed failed; retrying", "err", err)
 	})
+}
+
+// listen forwards the feed's notifications to notes until ctx ends. A
+// listener that cannot start (the database away when the replica
+// starts) is tried again, with backoff: changes arrive by polling
+// meanwhile. Each time it starts, the follower reads at once what was
+// committed before it listened, notified to no one.
+func (f *Follower) listen(ctx context.Context, notes chan<- struct{}) {
+	backoff := f.poll
+	for ctx.Err() == nil {
+		ch, err := f.src.Listen(ctx)
+		if err != nil {
+			f.log.Warn("change notifications unavailable; polling every interval meanwhile", "interval", f.poll, "retry_in", backoff, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+			continue
+		}
+		f.Wake()
+		for range ch {
+			select {
+			case notes <- struct{}{}:
+			default:
+			}
+		}
+		return // ch closes when ctx ends
+	}
 }
 
 // read delivers every change after the last one delivered.
@@ -134,11 +162,16 @@ func (f *Follower) read(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if len(cs) > 0 && cs[0].Seq != f.last+1 {
-			// Numbers have no gaps but those pruning leaves: what was
-			// between is gone.
-			f.log.Warn("the change feed was pruned past this replica's place; checking every cached tenant", "last_seen", f.last, "next", cs[0].Seq)
-			f.tellLost(ctx)
+		prev := f.last
+		for _, c := range cs {
+			if c.Seq != prev+1 {
+				// Numbers have no gaps but those pruning leaves: what was
+				// between is gone.
+				f.log.Warn("the change feed was pruned past this replica's place; checking every cached tenant", "last_seen", prev, "next", c.Seq)
+				f.tellLost(ctx)
+				break
+			}
+			prev = c.Seq
 		}
 		if len(cs) > 0 {
 			for _, c := range f.consumers {

@@ -2,7 +2,9 @@ package keys_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -127,5 +129,40 @@ func TestTenantsCreatedInBulkAreScheduled(t *testing.T) {
 	due, err := st.Tenants().KeysDue(ctx, time.Now().Add(time.Second), 10)
 	if err != nil || len(due) != 3 {
 		t.Fatalf("%d due, %v", len(due), err)
+	}
+}
+
+// TestARingTheSchedulerCannotReadWaitsBehindTheOthers: a due ring whose
+// read fails is postponed, so it does not stay first in line: the
+// others due with it are scheduled in the same pass, and the failing one
+// is not due again until its retry.
+func TestARingTheSchedulerCannotReadWaitsBehindTheOthers(t *testing.T) {
+	ctx := context.Background()
+	url := platformtest.SQLiteURL(t)
+	st := platformtest.Store(t, url)
+	bad, good := addTenant(t, st, "bad", 60), addTenant(t, st, "good", 60)
+	c := newClock()
+	m, ctl := controlledManager(t, url, masterKey(), c)
+	keys.RefreshAllForTest(m)
+	c.Add(m.Margin())
+	ctl.FailWith(func(tenantID string) error {
+		if tenantID == bad {
+			return errors.New("test: cannot read this ring")
+		}
+		return nil
+	})
+	if err := m.Schedule(ctx); err == nil || !strings.Contains(err.Error(), "bad") {
+		t.Fatalf("the pass: %v", err)
+	}
+	if p := phase(t, m, good); p != keys.PhaseSteady {
+		t.Fatalf("the readable tenant was not scheduled: %s", p)
+	}
+	due, err := st.Tenants().KeysDue(ctx, c.Now(), 10)
+	if err != nil || len(due) != 0 {
+		t.Fatalf("due right after the pass: %d %v", len(due), err)
+	}
+	due, err = st.Tenants().KeysDue(ctx, c.Now().Add(2*time.Minute), 10)
+	if err != nil || len(due) != 1 || due[0].ID != bad {
+		t.Fatalf("due after the retry time: %+v %v", due, err)
 	}
 }

@@ -15,7 +15,7 @@ func RefreshForTest(m *Manager, tenantID string) error {
 
 // RefreshAllForTest runs one pass of the refresh loop now, health
 // bookkeeping included.
-func RefreshAllForTest(m *Manager) { m.refreshAll(context.Background()) }
+func RefreshAllForTest(m *Manager) { _, _ = m.refreshAll(context.Background(), m.now()) }
 
 // Backend is a handle on a manager's key store that a test can slow
 // down or take down, to stand in for a key store that cannot be made

@@ -150,3 +150,48 @@ func TestACurrentFeedKeepsRingsFreshWithoutReadingThem(t *testing.T) {
 		return err != nil && strings.Contains(err.Error(), "stale")
 	})
 }
+
+// TestARingThatCannotBeReadFailsClosedEvenWithTheFeed: a full check that
+// cannot read one tenant's ring (its Vault path denied, say) while the
+// key store answers for the others leaves that ring out of what the
+// feed vouches for: it goes stale and its tenant fails closed alone,
+// though the feed stays current; the other tenant is served throughout.
+func TestARingThatCannotBeReadFailsClosedEvenWithTheFeed(t *testing.T) {
+	ctx := context.Background()
+	st := platformtest.Store(t, platformtest.SQLiteURL(t))
+	acme, other := addTenant(t, st, "acme", 60), addTenant(t, st, "other", 60)
+	var f *feed.Follower
+	m, err := keys.New(keys.Options{
+		Provider: keys.ProviderLocal, Tenants: st.Tenants(), Rings: st.KeyRings(), MasterKey: masterKey(), Logger: quietLog(),
+		Refresh: 50 * time.Millisecond, ClockSkew: 50 * time.Millisecond, Staleness: 300 * time.Millisecond, FullCheck: 100 * time.Millisecond,
+		NoScheduler: true, Feed: feedClock{&f}, Changes: st.Changes(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl := keys.ControlBackendForTest(m)
+	m.Start()
+	t.Cleanup(m.Close)
+	f, _ = followFeed(t, st, 50*time.Millisecond, m)
+	for _, id := range []string{acme, other} {
+		if _, err := m.Codec(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctl.FailWith(func(tenantID string) error {
+		if tenantID == acme {
+			return errors.New("test: permission denied on this ring")
+		}
+		return nil
+	})
+	waitFor(t, "acme's ring to go stale", func() bool {
+		_, err := m.Codec(ctx, acme)
+		return err != nil && strings.Contains(err.Error(), "stale")
+	})
+	if time.Since(f.CurrentAt()) > time.Second {
+		t.Fatal("the feed fell behind: the test proves nothing")
+	}
+	if _, err := m.Codec(ctx, other); err != nil {
+		t.Fatalf("the other tenant: %v", err)
+	}
+}

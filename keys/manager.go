@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/opsmcp/platform/feed"
 	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/store"
 )
@@ -44,13 +45,17 @@ type Options struct {
 	// rings are read again when the feed names them (Changed), and every
 	// FullCheck, instead of every Refresh.
 	Feed interface{ CurrentAt() time.Time }
+	// FeedPoll is how often the feed is read when no notification comes
+	// (--catalogue-refresh): the margin counts on the slower of it and
+	// Refresh.
+	FeedPoll time.Duration
 	// Changes, when set, is told of every ring this manager writes, for
 	// the feed.
 	Changes interface {
 		Announce(ctx context.Context, kind, tenantID, slug string) error
 	}
 	// FullCheck is how often every cached ring is read again with a
-	// current feed: the feed's safety net. Default 5m.
+	// current feed: the feed's safety net. Default feed.DefaultFullCheck.
 	FullCheck time.Duration
 	// ClockSkew is the largest clock difference assumed between replicas
 	// (and Vault). The propagation margin is Refresh + ClockSkew. Default 5s.
@@ -105,6 +110,10 @@ type Manager struct {
 	vouched  atomic.Int64
 	missed   atomic.Int64 // rings a full check found moved that the feed had not named
 	lastFull time.Time    // the refresh loop's last full check (its goroutine only)
+	// lastBackfill (unix nanos) is the scheduler's last look for
+	// tenants without a due time.
+	lastBackfill atomic.Int64
+	kick         chan struct{} // the feed named rings: read them now
 	// unannounced holds the tenants whose written ring the feed has not
 	// been told of yet (the database did not answer): retried each
 	// Refresh.
@@ -135,9 +144,13 @@ type entry struct {
 	// failingAlone: the ring could not be re-read while others could
 	// (logged once per episode).
 	failingAlone atomic.Bool
-	// dirty: the feed named the ring and it has not been read since;
-	// the feed does not vouch for it.
+	// dirty: the feed named the ring, or a read of it failed, and it has
+	// not been read since; the feed does not vouch for it.
 	dirty atomic.Bool
+	// touched (unix nanos): when the feed last named the ring or this
+	// replica last wrote it, so a full check does not count as missed
+	// what it was told of.
+	touched atomic.Int64
 }
 
 // snapshot is one observed state of a tenant's record. Immutable.
@@ -172,7 +185,7 @@ func New(opts Options) (*Manager, error) {
 		opts.Staleness = 5 * time.Minute
 	}
 	if opts.FullCheck <= 0 {
-		opts.FullCheck = 5 * time.Minute
+		opts.FullCheck = feed.DefaultFullCheck
 	}
 	if opts.Staleness < 2*opts.Refresh {
 		return nil, fmt.Errorf("keys: staleness (%s) must be at least twice the refresh interval (%s)", opts.Staleness, opts.Refresh)
@@ -196,7 +209,7 @@ func New(opts Options) (*Manager, error) {
 		host, _ := os.Hostname()
 		opts.ReplicaID = fmt.Sprintf("%s/%d", host, os.Getpid())
 	}
-	m := &Manager{opts: opts, log: opts.Logger.With("component", "keys"), entries: map[string]*entry{}}
+	m := &Manager{opts: opts, log: opts.Logger.With("component", "keys"), entries: map[string]*entry{}, kick: make(chan struct{}, 1)}
 	switch opts.Provider {
 	case ProviderLocal:
 		if opts.Custody != KindAES {
@@ -231,10 +244,12 @@ func New(opts Options) (*Manager, error) {
 	return m, nil
 }
 
-// Margin is the propagation margin: the refresh interval plus the clock
-// skew. Promotion waits it out after staging; retirement adds it to the
-// state TTL after promotion.
-func (m *Manager) Margin() time.Duration { return m.opts.Refresh + m.opts.ClockSkew }
+// Margin is the propagation margin: the refresh interval (or the
+// feed's poll, if slower) plus the clock skew. Promotion waits it out
+// after staging; retirement adds it to the state TTL after promotion.
+func (m *Manager) Margin() time.Duration {
+	return max(m.opts.Refresh, m.opts.FeedPoll) + m.opts.ClockSkew
+}
 
 // Rescued counts tokens this replica could open only after refreshing a
 // ring on an unknown key id: zero in a healthy scheduled rotation, where
@@ -457,9 +472,9 @@ func (m *Manager) build(ctx context.Context, rec *Record, ver int64) (*snapshot,
 
 // refreshLoop keeps the cached rings current and the health state, every
 // Refresh: from the change feed while it is current (one read says the
-// key store answers; rings the feed named and could not be read are read
-// again; every FullCheck, all of them), else by re-checking every cached
-// ring, a few tenants at a time.
+// key store answers; rings the feed named are read at once, on a kick,
+// and again each Refresh until they read; every FullCheck, all of them),
+// else by re-checking every cached ring, a few tenants at a time.
 func (m *Manager) refreshLoop() {
 	t := time.NewTicker(m.opts.Refresh)
 	defer t.Stop()
@@ -467,34 +482,49 @@ func (m *Manager) refreshLoop() {
 		select {
 		case <-m.ctx.Done():
 			return
+		case <-m.kick:
+			m.refreshDirty(m.ctx)
+			continue
 		case <-t.C:
 		}
 		m.announcePending(m.ctx)
 		now := m.now()
 		current := m.feedCurrent(now)
-		if !current || now.Sub(m.lastFull) >= m.opts.FullCheck {
-			moved := m.refreshAll(m.ctx)
+		switch {
+		case !current:
+			m.refreshAll(m.ctx, now)
+		case now.Sub(m.lastFull) >= m.opts.FullCheck:
+			moved, err := m.refreshAll(m.ctx, now)
 			m.lastFull = now
-			if current && moved > 0 {
+			if moved > 0 {
 				m.missed.Add(int64(moved))
 				m.log.Warn("key ring check found rings changed that the change feed had not named", "rings", moved)
 			}
-			if current {
+			if err == nil {
 				m.vouch(now)
 			}
-			continue
-		}
-		for _, e := range m.allEntries() {
-			if e.dirty.Load() {
-				if err := m.refresh(m.ctx, e); err == nil {
-					e.dirty.Store(false)
-				}
+		default:
+			m.refreshDirty(m.ctx)
+			_, err := m.be.version(m.ctx, "_health")
+			m.health.record(m, err)
+			if err == nil {
+				m.vouch(now)
 			}
 		}
-		_, err := m.be.version(m.ctx, "_health")
-		m.health.record(m, err)
-		if err == nil {
-			m.vouch(now)
+	}
+}
+
+// refreshDirty reads again the rings the feed named and that have not
+// been read since; one that cannot be read stays dirty.
+func (m *Manager) refreshDirty(ctx context.Context) {
+	for _, e := range m.allEntries() {
+		if ctx.Err() != nil {
+			return
+		}
+		if e.dirty.Swap(false) {
+			if err := m.refresh(ctx, e); err != nil {
+				e.dirty.Store(true)
+			}
 		}
 	}
 }
@@ -519,10 +549,13 @@ func (m *Manager) vouch(now time.Time) {
 	m.vouched.Store(at.UnixNano())
 }
 
-// Changed reads again the cached rings a batch of the change feed names
-// (a feed.Consumer). A ring that cannot be read now is marked dirty: the
-// feed no longer vouches for it, and every Refresh tries it again.
-func (m *Manager) Changed(ctx context.Context, cs []store.Change) {
+// Changed marks the cached rings a batch of the change feed names as
+// dirty, no longer vouched for by the feed, and has the refresh loop
+// read them at once (a feed.Consumer). It reads nothing itself: a slow
+// key store must not hold up the feed, whose next batch may be a
+// catalogue's.
+func (m *Manager) Changed(_ context.Context, cs []store.Change) {
+	named := false
 	for _, c := range cs {
 		if c.Kind != store.ChangeKeys {
 			continue
@@ -530,21 +563,29 @@ func (m *Manager) Changed(ctx context.Context, cs []store.Change) {
 		m.mu.Lock()
 		e, ok := m.entries[c.TenantID]
 		m.mu.Unlock()
-		if !ok {
-			continue // not cached here: its next use reads it
+		if ok { // a ring not cached here is read on its next use
+			e.touched.Store(m.now().UnixNano())
+			e.dirty.Store(true)
+			named = true
 		}
-		e.dirty.Store(true)
-		if err := m.refresh(ctx, e); err == nil {
-			e.dirty.Store(false)
+	}
+	if named {
+		select {
+		case m.kick <- struct{}{}:
+		default:
 		}
 	}
 }
 
-// Lost reads every cached ring again (a feed.Consumer): the feed may
-// have lost changes.
-func (m *Manager) Lost(ctx context.Context) {
-	if moved := m.refreshAll(ctx); moved > 0 {
-		m.missed.Add(int64(moved))
+// Lost marks every cached ring dirty and has them read again (a
+// feed.Consumer): the feed may have lost changes.
+func (m *Manager) Lost(context.Context) {
+	for _, e := range m.allEntries() {
+		e.dirty.Store(true)
+	}
+	select {
+	case m.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -573,7 +614,8 @@ func (m *Manager) announce(ctx context.Context, tenantID string) {
 // did not take.
 func (m *Manager) announcePending(ctx context.Context) {
 	m.undue.Range(func(k, v any) bool {
-		return m.setDue(ctx, k.(string), v.(time.Time)) == nil
+		d := v.(dueAt)
+		return m.setDue(ctx, k.(string), d.version, d.at) == nil
 	})
 	m.unannounced.Range(func(k, _ any) bool {
 		tenantID := k.(string)
@@ -590,7 +632,11 @@ func (m *Manager) announcePending(ctx context.Context) {
 // could be re-read: one tenant whose ring cannot be (its Transit key
 // deleted, say) must not pause rotation for every tenant, nor take the
 // replica out of service; its own ring goes stale and fails closed alone.
-func (m *Manager) refreshAll(ctx context.Context) (moved int) {
+//
+// It says how many rings it found moved that nothing had told this
+// replica of since start (the feed did not name them, this replica did
+// not write them), and whether the key store answered.
+func (m *Manager) refreshAll(ctx context.Context, start time.Time) (moved int, err error) {
 	entries := m.allEntries()
 	before := make(map[*entry]int64, len(entries))
 	for _, e := range entries {
@@ -600,6 +646,9 @@ func (m *Manager) refreshAll(ctx context.Context) (moved int) {
 	}
 	defer func() {
 		for _, e := range entries {
+			if e.touched.Load() >= start.UnixNano() {
+				continue
+			}
 			if s := e.snap.Load(); s != nil && s.version >= 0 {
 				if v, ok := before[e]; ok && v >= 0 && v != s.version {
 					moved++
@@ -610,7 +659,7 @@ func (m *Manager) refreshAll(ctx context.Context) (moved int) {
 	sem := make(chan struct{}, 8)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	var err error // the first refresh error of the pass
+	// err is the pass's first refresh error.
 	type failure struct {
 		e   *entry
 		err error
@@ -620,14 +669,17 @@ func (m *Manager) refreshAll(ctx context.Context) (moved int) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
+			e.dirty.Store(false)
 			rerr := m.refresh(ctx, e)
 			if rerr == nil {
-				e.dirty.Store(false)
 				if e.failingAlone.Swap(false) {
 					m.log.Info("tenant key ring re-read again", "tenant", e.tenant)
 				}
 				return
 			}
+			// Not read: the feed does not vouch for it, so it goes stale
+			// and fails closed alone unless a read succeeds first.
+			e.dirty.Store(true)
 			mu.Lock()
 			if err == nil {
 				err = rerr
@@ -638,7 +690,7 @@ func (m *Manager) refreshAll(ctx context.Context) (moved int) {
 	}
 	wg.Wait()
 	if ctx.Err() != nil {
-		return 0
+		return 0, ctx.Err()
 	}
 	if len(failed) < len(entries) {
 		// The store answers: the failures are the tenants' own.
@@ -655,7 +707,7 @@ func (m *Manager) refreshAll(ctx context.Context) (moved int) {
 		_, err = m.be.version(ctx, "_health")
 	}
 	m.health.record(m, err)
-	return moved
+	return moved, err
 }
 
 // create writes a fresh steady ring for a tenant with check-and-set 0.
@@ -759,6 +811,7 @@ func (m *Manager) write(ctx context.Context, tenantID string, next *Record, cas 
 	}
 	m.announce(ctx, tenantID)
 	e := m.entry(tenantID)
+	e.touched.Store(m.now().UnixNano())
 	if s, err := m.build(ctx, next, ver); err == nil {
 		// Lock-free: write may run under a refresh that holds e.load.
 		for {
@@ -772,7 +825,7 @@ func (m *Manager) write(ctx context.Context, tenantID string, next *Record, cas 
 	if !m.enforceTransit(ctx, tenantID, next) {
 		due = m.now() // the next scheduler pass tries again
 	}
-	if err := m.setDue(ctx, tenantID, due); err != nil {
+	if err := m.setDue(ctx, tenantID, ver, due); err != nil {
 		m.log.Warn("could not record when the key ring is next due; retrying", "tenant", tenantID, "err", err)
 	}
 	return ver, nil

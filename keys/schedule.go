@@ -49,6 +49,14 @@ func (m *Manager) Schedule(ctx context.Context) error {
 		m.log.Debug("key rotation paused", "reason", "the key store answers again; waiting out the propagation margin", "resumes_in", wait)
 		return nil
 	}
+	if now := m.now(); now.Sub(time.Unix(0, m.lastBackfill.Load())) >= m.opts.FullCheck {
+		if n, err := m.opts.Tenants.ScheduleUnscheduled(ctx, now); err != nil {
+			return err
+		} else if n > 0 {
+			m.log.Info("key rings scheduled for tenants that had no due time", "tenants", n)
+		}
+		m.lastBackfill.Store(now.UnixNano())
+	}
 	var errs []error
 	seen := map[string]bool{}
 	for range schedulePages {
@@ -65,6 +73,8 @@ func (m *Manager) Schedule(ctx context.Context) error {
 			fresh++
 			if err := m.scheduleTenant(ctx, &t); err != nil {
 				errs = append(errs, fmt.Errorf("tenant %s: %w", t.Slug, err))
+				// Let the others go first until it can be done.
+				_ = m.opts.Tenants.PostponeKeys(ctx, t.ID, m.now().Add(scheduleRetry))
 			}
 		}
 		if len(page) < schedulePage || fresh == 0 {
@@ -81,28 +91,27 @@ const (
 	schedulePages = 10
 )
 
+// scheduleRetry is how long a ring the scheduler could not read or
+// advance waits before it is tried again.
+const scheduleRetry = time.Minute
+
 // noRingRecheck is when a tenant without a ring (auto-creation off) or
 // with a refused one is looked at again; an admin's write schedules it
 // at once.
 const noRingRecheck = 24 * time.Hour
 
 func (m *Manager) scheduleTenant(ctx context.Context, t *store.Tenant) error {
-	var rec *Record
-	if s := m.cached(t.ID); s != nil && s.rec != nil && s.err == nil {
-		rec = s.rec
-	} else {
-		// Not served here: read it without caching it.
-		r, _, err := m.loadOrCreate(ctx, t.ID)
-		switch {
-		case errors.Is(err, ErrNoRing), errors.Is(err, ErrMalformed):
-			if !errors.Is(err, ErrNoRing) {
-				m.log.Error("tenant key ring refused: its rounds fail closed", "tenant", t.ID, "err", err)
-			}
-			return m.setDue(ctx, t.ID, m.now().Add(noRingRecheck))
-		case err != nil:
-			return err
+	// Read afresh, not from the cache: the due time written from it must
+	// not be older than the ring.
+	rec, ver, err := m.loadOrCreate(ctx, t.ID)
+	switch {
+	case errors.Is(err, ErrNoRing), errors.Is(err, ErrMalformed):
+		if !errors.Is(err, ErrNoRing) {
+			m.log.Error("tenant key ring refused: its rounds fail closed", "tenant", t.ID, "err", err)
 		}
-		rec = r
+		return m.setDue(ctx, t.ID, ver, m.now().Add(noRingRecheck))
+	case err != nil:
+		return err
 	}
 	tm := timing{margin: m.Margin(), ttl: settingsTTL(t.Settings)}
 	tr, at := rec.due(tm)
@@ -110,7 +119,7 @@ func (m *Manager) scheduleTenant(ctx context.Context, t *store.Tenant) error {
 		if !m.enforceTransit(ctx, t.ID, rec) {
 			at = m.now() // the next pass tries again
 		}
-		return m.setDue(ctx, t.ID, at)
+		return m.setDue(ctx, t.ID, ver, at)
 	}
 	next, ok, err := m.advance(ctx, t.ID, tm, tr, false)
 	if err != nil {
@@ -119,29 +128,24 @@ func (m *Manager) scheduleTenant(ctx context.Context, t *store.Tenant) error {
 	if !ok && next != nil {
 		// Not due after all, read afresh: come back when it is.
 		_, at := next.due(tm)
-		return m.setDue(ctx, t.ID, at)
+		return m.setDue(ctx, t.ID, ver, at)
 	}
 	return nil // written: write scheduled it, here or on the replica that won
 }
 
-// cached is the tenant's cached ring snapshot, nil when none is held.
-func (m *Manager) cached(tenantID string) *snapshot {
-	m.mu.Lock()
-	e, ok := m.entries[tenantID]
-	m.mu.Unlock()
-	if !ok {
-		return nil
-	}
-	return e.snap.Load()
+// dueAt is a due time not yet recorded, and the ring version it was
+// worked out from.
+type dueAt struct {
+	version int64
+	at      time.Time
 }
 
-// setDue records when a tenant's ring is next due; if the database does
-// not answer, every Refresh tries again (an earlier due time stored
-// only brings the scheduler back sooner, but a later one would delay a
-// phase).
-func (m *Manager) setDue(ctx context.Context, tenantID string, at time.Time) error {
-	if err := m.opts.Tenants.SetKeysDue(ctx, tenantID, at); err != nil {
-		m.undue.Store(tenantID, at)
+// setDue records when a tenant's ring is next due, as worked out from
+// version of it; if the database does not answer, every Refresh tries
+// again (a due time from a later version, written meanwhile, stands).
+func (m *Manager) setDue(ctx context.Context, tenantID string, version int64, at time.Time) error {
+	if err := m.opts.Tenants.SetKeysDue(ctx, tenantID, version, at); err != nil {
+		m.undue.Store(tenantID, dueAt{version, at})
 		return err
 	}
 	m.undue.Delete(tenantID)

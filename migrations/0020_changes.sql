@@ -17,12 +17,17 @@ CREATE INDEX changes_at ON changes (at);
 
 -- When each tenant's key ring is next due for the rotation scheduler (a
 -- lower bound: the scheduler reads the ring then, and writes the next
--- time), so a pass reads only the rings due, not every tenant's. A new
--- tenant is due at once (its ring is created); those that exist now are
--- too, once.
+-- time), so a pass reads only the rings due, not every tenant's. A due
+-- time is replaced only by one worked out from the same version of the
+-- ring or a later one (ring_version), so a slow writer never pushes a
+-- newer phase back. A new tenant is due at once (its ring is created);
+-- those that exist now are too, once, and so are any a replica of an
+-- earlier version creates meanwhile (the scheduler looks for them every
+-- full check).
 CREATE TABLE key_schedule (
 	tenant_id TEXT PRIMARY KEY,
-	due_at TIMESTAMP NOT NULL
+	due_at TIMESTAMP NOT NULL,
+	ring_version BIGINT NOT NULL DEFAULT 0
 );
 
 CREATE INDEX key_schedule_due ON key_schedule (due_at);

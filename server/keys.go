@@ -35,6 +35,7 @@ func newKeys(cfg *config.Config, st *store.Store, changes *feed.Follower, log *s
 		Logger:        log,
 		Refresh:       k.Refresh,
 		Feed:          changes,
+		FeedPoll:      cfg.CatalogueRefresh,
 		Changes:       st.Changes(),
 		FullCheck:     cfg.FullCheck,
 		ClockSkew:     k.ClockSkew,

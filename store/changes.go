@@ -101,7 +101,7 @@ func (s Changes) After(ctx context.Context, seq int64, limit int) ([]Change, err
 func (s Changes) Listen(ctx context.Context) (<-chan struct{}, error) {
 	payloads, err := s.shared.Listen(ctx, changeChannel, true)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("listen for changes: %w", err)
 	}
 	out := make(chan struct{}, 1)
 	go func() {
@@ -129,22 +129,30 @@ func (s Changes) Announce(ctx context.Context, kind, tenantID, slug string) erro
 	return nil
 }
 
-// Prune deletes changes committed before before, in bounded batches,
-// but never the newest: numbering continues from it.
+// Prune deletes the changes committed before before, in bounded
+// batches, by number (a writer's clock may lag another's: deleting by
+// time could leave a gap a follower would not see), and never the
+// newest: numbering continues from it.
 func (s Changes) Prune(ctx context.Context, before time.Time) (int64, error) {
-	var newest []time.Time
-	if err := s.db.WithContext(ctx).Model(&Change{}).Order("seq DESC").Limit(1).Pluck("at", &newest).Error; err != nil {
+	var cut, newest int64
+	err := s.db.WithContext(ctx).Raw("SELECT COALESCE(MAX(seq), 0) FROM changes WHERE at < ?", before.UTC()).Scan(&cut).Error
+	if err == nil {
+		err = s.db.WithContext(ctx).Raw(changeSeq.LastQuery).Scan(&newest).Error
+	}
+	if err != nil {
 		return 0, fmt.Errorf("prune changes: %w", err)
 	}
-	if len(newest) == 0 {
-		return 0, nil
-	}
-	if before = before.UTC(); newest[0].Before(before) {
-		before = newest[0]
-	}
-	n, _, err := s.deleteInBatches(ctx, "changes", "seq", "at", before)
-	if err != nil {
-		return n, fmt.Errorf("prune changes: %w", err)
+	cut = min(cut, newest-1)
+	var n int64
+	for cut > 0 {
+		res := s.db.WithContext(ctx).Exec("DELETE FROM changes WHERE seq IN (SELECT seq FROM changes WHERE seq <= ? ORDER BY seq LIMIT ?)", cut, pruneBatch)
+		if res.Error != nil {
+			return n, fmt.Errorf("prune changes: %w", res.Error)
+		}
+		n += res.RowsAffected
+		if res.RowsAffected < int64(pruneBatch) {
+			break
+		}
 	}
 	return n, nil
 }

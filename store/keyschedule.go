@@ -6,33 +6,65 @@ import (
 	"time"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 )
 
 // keyDue is when a tenant's key ring is next due for the rotation
-// scheduler.
+// scheduler, as worked out from a version of the ring.
 type keyDue struct {
-	TenantID string `gorm:"primaryKey"`
-	DueAt    time.Time
+	TenantID    string `gorm:"primaryKey"`
+	DueAt       time.Time
+	RingVersion int64
 }
 
 // TableName is the key_schedule table.
 func (keyDue) TableName() string { return "key_schedule" }
 
-// scheduleKeys makes a tenant's key ring due at at, in tx.
+// scheduleKeys makes a new tenant's key ring due at at, in tx.
 func scheduleKeys(tx *gorm.DB, tenantID string, at time.Time) error {
-	err := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "tenant_id"}}, DoUpdates: clause.AssignmentColumns([]string{"due_at"})}).
-		Create(&keyDue{TenantID: tenantID, DueAt: at.UTC()}).Error
-	if err != nil {
+	if err := tx.Create(&keyDue{TenantID: tenantID, DueAt: at.UTC()}).Error; err != nil {
 		return fmt.Errorf("schedule key ring: %w", err)
 	}
 	return nil
 }
 
 // SetKeysDue records when the tenant's key ring is next due for the
-// rotation scheduler.
-func (s Tenants) SetKeysDue(ctx context.Context, tenantID string, at time.Time) error {
-	return scheduleKeys(s.db.WithContext(ctx), tenantID, at)
+// rotation scheduler, as worked out from version of the ring: a due
+// time worked out from a later version stands. Nothing is recorded for
+// a tenant that no longer exists.
+func (s Tenants) SetKeysDue(ctx context.Context, tenantID string, version int64, at time.Time) error {
+	err := s.db.WithContext(ctx).Exec(`INSERT INTO key_schedule (tenant_id, due_at, ring_version)
+		SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM tenants WHERE id = ?)
+		ON CONFLICT (tenant_id) DO UPDATE SET due_at = excluded.due_at, ring_version = excluded.ring_version
+		WHERE key_schedule.ring_version <= excluded.ring_version`, tenantID, at.UTC(), version, tenantID).Error
+	if err != nil {
+		return fmt.Errorf("schedule key ring: %w", err)
+	}
+	return nil
+}
+
+// PostponeKeys moves a due tenant's key ring to at, if it is still due
+// before then: a ring the scheduler cannot read or advance now waits,
+// rather than stay first in line before every other.
+func (s Tenants) PostponeKeys(ctx context.Context, tenantID string, at time.Time) error {
+	err := s.db.WithContext(ctx).Model(&keyDue{}).Where("tenant_id = ? AND due_at < ?", tenantID, at.UTC()).
+		Update("due_at", at.UTC()).Error
+	if err != nil {
+		return fmt.Errorf("postpone key ring: %w", err)
+	}
+	return nil
+}
+
+// ScheduleUnscheduled makes due now the key rings of tenants that have no
+// due time (created by a replica of an earlier version), and says how
+// many. It reads every tenant: the scheduler calls it minutes apart.
+func (s Tenants) ScheduleUnscheduled(ctx context.Context, now time.Time) (int64, error) {
+	res := s.db.WithContext(ctx).Exec(`INSERT INTO key_schedule (tenant_id, due_at, ring_version)
+		SELECT id, ?, 0 FROM tenants WHERE NOT EXISTS (SELECT 1 FROM key_schedule k WHERE k.tenant_id = tenants.id)
+		ON CONFLICT (tenant_id) DO NOTHING`, now.UTC())
+	if res.Error != nil {
+		return 0, fmt.Errorf("schedule key rings: %w", res.Error)
+	}
+	return res.RowsAffected, nil
 }
 
 // KeysDue lists up to limit tenants whose key rings are due at now, the

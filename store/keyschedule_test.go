@@ -37,7 +37,7 @@ func TestTheMigrationSchedulesExistingTenantsRings(t *testing.T) {
 			if err != nil || len(due) != 1 || due[0].ID != "tn_old" || due[0].Slug != "old" {
 				t.Fatalf("due after the migration: %+v %v", due, err)
 			}
-			if err := st.Tenants().SetKeysDue(ctx, "tn_old", now.Add(time.Hour)); err != nil {
+			if err := st.Tenants().SetKeysDue(ctx, "tn_old", 1, now.Add(time.Hour)); err != nil {
 				t.Fatal(err)
 			}
 			if due, err := st.Tenants().KeysDue(ctx, now.Add(59*time.Minute), 10); err != nil || len(due) != 0 {
@@ -45,6 +45,82 @@ func TestTheMigrationSchedulesExistingTenantsRings(t *testing.T) {
 			}
 			if due, err := st.Tenants().KeysDue(ctx, now.Add(time.Hour), 10); err != nil || len(due) != 1 {
 				t.Fatalf("due at its time: %+v %v", due, err)
+			}
+		})
+	}
+}
+
+// TestADueTimeFromAnOlderRingNeverReplacesANewerOne: SetKeysDue keeps
+// the due time worked out from the latest version of a ring (a slow
+// writer, or a retry, cannot push a newer phase back); PostponeKeys moves
+// only a ring still due before then; a deleted tenant gets no row; and
+// ScheduleUnscheduled makes due the tenants without one, once. On both
+// databases.
+func TestADueTimeFromAnOlderRingNeverReplacesANewerOne(t *testing.T) {
+	for _, d := range platformtest.Dialects() {
+		t.Run(d.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			url := d.New(t)
+			st := platformtest.Store(t, url)
+			tn := &store.Tenant{Slug: "acme", DisplayName: "A"}
+			if err := st.Tenants().Create(ctx, tn, false); err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now().UTC().Truncate(time.Second)
+			dueAt := func(at time.Time) bool {
+				due, err := st.Tenants().KeysDue(ctx, at, 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return len(due) == 1 && due[0].ID == tn.ID
+			}
+			set := func(version int64, at time.Time) {
+				t.Helper()
+				if err := st.Tenants().SetKeysDue(ctx, tn.ID, version, at); err != nil {
+					t.Fatal(err)
+				}
+			}
+			set(5, now.Add(time.Minute))
+			set(4, now.Add(30*24*time.Hour)) // from an older ring: ignored
+			if !dueAt(now.Add(time.Minute)) {
+				t.Fatal("a due time from an older ring replaced the newer one")
+			}
+			set(6, now.Add(2*time.Hour))
+			if dueAt(now.Add(time.Hour)) || !dueAt(now.Add(2*time.Hour)) {
+				t.Fatal("a due time from a newer ring did not replace the older one")
+			}
+			// Postponing moves only what is due before then.
+			if err := st.Tenants().PostponeKeys(ctx, tn.ID, now.Add(time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			if dueAt(now.Add(time.Hour)) || !dueAt(now.Add(2*time.Hour)) {
+				t.Fatal("postponing brought a later due time forward")
+			}
+			if err := st.Tenants().PostponeKeys(ctx, tn.ID, now.Add(3*time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			if dueAt(now.Add(2*time.Hour)) || !dueAt(now.Add(3*time.Hour)) {
+				t.Fatal("postponing did not move a due ring")
+			}
+			// A tenant gone: no row comes back.
+			if err := st.Tenants().Delete(ctx, "acme", 0); err != nil {
+				t.Fatal(err)
+			}
+			set(7, now)
+			if n := platformtest.SQL(t, url).Rows(t, "SELECT tenant_id FROM key_schedule"); len(n) != 0 {
+				t.Fatalf("rows for a deleted tenant: %v", n)
+			}
+			// Tenants without a due time (an earlier version created them).
+			db := platformtest.SQL(t, url)
+			db.Exec(t, `INSERT INTO tenants (id, slug, display_name, settings, version, catalogue_version, created_at, updated_at) VALUES ('tn_old', 'old', 'Old', '{}', 1, 1, ?, ?)`, now, now)
+			for want := int64(1); want >= 0; want-- {
+				if n, err := st.Tenants().ScheduleUnscheduled(ctx, now); err != nil || n != want {
+					t.Fatalf("scheduled %d, want %d (%v)", n, want, err)
+				}
+			}
+			if due, err := st.Tenants().KeysDue(ctx, now, 10); err != nil || len(due) != 1 || due[0].ID != "tn_old" {
+				t.Fatalf("due: %+v %v", due, err)
 			}
 		})
 	}

@@ -11,8 +11,11 @@
 // leases), KeyRings (keyrings.go), Credentials (tokens.go and
 // sessions.go: admin API tokens and ended sign-ins), Audit (audit.go),
 // Revocations (consumed.go and revoked.go: single-use states consumed and
-// flows cancelled) and Tasks (tasks.go). The connection the parts share,
-// with PostgreSQL's notifications, is package store/internal/sqldb.
+// flows cancelled), Tasks (tasks.go) and Changes (changes.go: the change
+// feed, numbered in commit order). Tenants also keep when each key ring
+// is next due for rotation (keyschedule.go). The connection the parts
+// share, with PostgreSQL's notifications and the numbering of changes,
+// is package store/internal/sqldb.
 package store
 
 import (

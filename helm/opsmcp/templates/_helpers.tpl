@@ -145,6 +145,7 @@ reference. Built as YAML so the Deployment can check extraEnv against it.
 {{- include "opsmcp.plainEnv" (list "PLATFORM_TRACE_URL" $v.traceURL) }}
 {{- include "opsmcp.plainEnv" (list "PLATFORM_FLOW_RETENTION" $v.flowRetention) }}
 {{- include "opsmcp.plainEnv" (list "PLATFORM_CATALOGUE_REFRESH" $v.settings.catalogueRefresh) }}
+{{- include "opsmcp.plainEnv" (list "PLATFORM_FULL_CHECK" $v.settings.fullCheck) }}
 {{- include "opsmcp.plainEnv" (list "PLATFORM_MAX_BODY_BYTES" $v.settings.maxBodyBytes) }}
 {{- include "opsmcp.plainEnv" (list "PLATFORM_MAX_MCP_BODY_BYTES" $v.settings.maxMCPBodyBytes) }}
 {{- include "opsmcp.plainEnv" (list "PLATFORM_WEBHOOK_MAX_RESPONSE_BYTES" $v.settings.webhookMaxResponseBytes) }}
