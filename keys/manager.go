@@ -530,13 +530,14 @@ func (m *Manager) refreshDirty(ctx context.Context) {
 }
 
 // feedCurrent says whether the change feed has delivered everything
-// committed up to two Refresh intervals ago: it is followed.
+// committed up to two intervals ago (the slower of Refresh and the
+// feed's poll): it is followed.
 func (m *Manager) feedCurrent(now time.Time) bool {
 	if m.opts.Feed == nil {
 		return false
 	}
 	at := m.opts.Feed.CurrentAt()
-	return !at.IsZero() && now.Sub(at) <= 2*m.opts.Refresh
+	return !at.IsZero() && now.Sub(at) <= 2*max(m.opts.Refresh, m.opts.FeedPoll)
 }
 
 // vouch records that every clean ring is current as of the feed's time
