@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -147,7 +148,9 @@ func waitHTTP(ctx context.Context, p *proc, url string, want int) error {
 			}
 		}
 		if p != nil && !p.running() {
-			return fmt.Errorf("%s exited while starting (see %s)", p.name, p.logPath)
+			// The folder goes with the run: the log's end travels with the
+			// error, for a failure seen only in CI.
+			return fmt.Errorf("%s exited while starting (see %s); its log ends:\n%s", p.name, p.logPath, logTail(p.logPath, 20))
 		}
 		select {
 		case <-ctx.Done():
@@ -158,6 +161,17 @@ func waitHTTP(ctx context.Context, p *proc, url string, want int) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// logTail is the last n lines of the log at path, or why it cannot be
+// read.
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 func nameOf(p *proc) string {
