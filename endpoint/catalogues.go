@@ -375,6 +375,8 @@ func (cs *catalogues) reload(ctx context.Context, slug string) {
 	cs.mu.Unlock()
 	if old != nil {
 		cs.forget(old.tenantID)
+		// Its streams check whether they may stay open.
+		cs.changed(slug, everything)
 	}
 }
 

@@ -114,9 +114,10 @@ type Handler struct {
 	allowedHosts map[string]bool
 
 	stop context.CancelFunc
-	// lostPending: the change feed lost changes and the check that
-	// follows has not passed yet (retried every Refresh).
-	lostPending atomic.Bool
+	// lostPending is the latest time (lostSeq's count) the change feed
+	// lost changes, while no check begun since has passed (retried every
+	// Refresh); 0 when none is pending.
+	lostPending, lostSeq atomic.Int64
 
 	done      chan struct{}
 	tasksDone chan struct{}
@@ -255,7 +256,7 @@ func (e *Handler) refresh(ctx context.Context) {
 		case <-t.C:
 		}
 		e.catalogues.sweep()
-		if e.lostPending.Load() {
+		if e.lostPending.Load() != 0 {
 			e.checkCatalogues(ctx, false)
 		}
 		if e.legacy != nil {
@@ -291,7 +292,7 @@ func (e *Handler) Changed(ctx context.Context, cs []store.Change) {
 // changes (a feed.Consumer). A check that fails is tried again every
 // refresh interval until one passes.
 func (e *Handler) Lost(ctx context.Context) {
-	e.lostPending.Store(true)
+	e.lostPending.Store(e.lostSeq.Add(1))
 	e.checkCatalogues(ctx, false)
 }
 
@@ -299,6 +300,7 @@ func (e *Handler) Lost(ctx context.Context) {
 // counts what it finds that the feed had not delivered (it should find
 // nothing); one after the feed lost changes expects to find them.
 func (e *Handler) checkCatalogues(ctx context.Context, scheduled bool) {
+	pending := e.lostPending.Load()
 	found, err := e.catalogues.checkAll(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -306,8 +308,9 @@ func (e *Handler) checkCatalogues(ctx context.Context, scheduled bool) {
 		}
 		return
 	}
+	// A check that began before the latest loss does not cover it.
+	e.lostPending.CompareAndSwap(pending, 0)
 	if !scheduled {
-		e.lostPending.Store(false)
 		return
 	}
 	if found > 0 {

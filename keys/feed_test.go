@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -193,5 +194,59 @@ func TestARingThatCannotBeReadFailsClosedEvenWithTheFeed(t *testing.T) {
 	}
 	if _, err := m.Codec(ctx, other); err != nil {
 		t.Fatalf("the other tenant: %v", err)
+	}
+}
+
+// TestARingThatStopsReadingKeepsItsStalenessLimit: with the feed
+// current, a ring that cannot be read at a full check is served for the
+// staleness limit counted from when the feed last vouched for it, as
+// before the feed; not from its own last read, a full check ago, which
+// with the defaults (both five minutes) would fail every tenant closed at
+// once when the key store is down at a full check. Past the limit it
+// fails closed.
+func TestARingThatStopsReadingKeepsItsStalenessLimit(t *testing.T) {
+	ctx := context.Background()
+	st := platformtest.Store(t, platformtest.SQLiteURL(t))
+	acme := addTenant(t, st, "acme", 60)
+	var f *feed.Follower
+	m, err := keys.New(keys.Options{
+		Provider: keys.ProviderLocal, Tenants: st.Tenants(), Rings: st.KeyRings(), MasterKey: masterKey(), Logger: quietLog(),
+		Refresh: 50 * time.Millisecond, ClockSkew: 50 * time.Millisecond, Staleness: 1500 * time.Millisecond, FullCheck: time.Second,
+		NoScheduler: true, Feed: feedClock{&f}, Changes: st.Changes(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl := keys.ControlBackendForTest(m)
+	m.Start()
+	t.Cleanup(m.Close)
+	f, _ = followFeed(t, st, 50*time.Millisecond, m)
+	if _, err := m.Codec(ctx, acme); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond) // past the limit since the ring's creation: only the feed keeps it fresh
+	if _, err := m.Codec(ctx, acme); err != nil {
+		t.Fatalf("vouched for by the feed: %v", err)
+	}
+	var firstFailure atomic.Int64
+	ctl.FailWith(func(tenantID string) error {
+		if tenantID != acme {
+			return nil
+		}
+		firstFailure.CompareAndSwap(0, time.Now().UnixNano())
+		return errors.New("test: this ring cannot be read")
+	})
+	waitFor(t, "a full check to fail to read the ring", func() bool { return firstFailure.Load() != 0 })
+	failed := time.Unix(0, firstFailure.Load())
+	time.Sleep(800 * time.Millisecond)
+	if _, err := m.Codec(ctx, acme); err != nil {
+		t.Fatalf("%s after its read failed, under the staleness limit: %v", time.Since(failed).Round(time.Millisecond), err)
+	}
+	waitFor(t, "the ring to go stale", func() bool {
+		_, err := m.Codec(ctx, acme)
+		return err != nil && strings.Contains(err.Error(), "stale")
+	})
+	if d := time.Since(failed); d < 1200*time.Millisecond {
+		t.Fatalf("stale %s after its read failed, under the limit", d)
 	}
 }

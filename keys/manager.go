@@ -151,6 +151,10 @@ type entry struct {
 	// replica last wrote it, so a full check does not count as missed
 	// what it was told of.
 	touched atomic.Int64
+	// since (unix nanos): while the ring is not verified (dirty since the
+	// feed named it or a read failed), the last time the feed vouched for
+	// it, which its staleness counts from; 0 once it is read.
+	since atomic.Int64
 }
 
 // snapshot is one observed state of a tenant's record. Immutable.
@@ -370,7 +374,13 @@ func (m *Manager) Codec(ctx context.Context, tenantID string) (mrtr.Codec, error
 		return nil, fmt.Errorf("tenant %s: %w", tenantID, s.err)
 	}
 	checked := s.checked
-	if v := m.vouched.Load(); v > checked.UnixNano() && !e.dirty.Load() {
+	// The feed vouches for a clean ring up to now; for one not verified
+	// since the feed named it or a read of it failed, only up to then.
+	v := m.vouched.Load()
+	if e.dirty.Load() {
+		v = e.since.Load()
+	}
+	if v > checked.UnixNano() {
 		checked = time.Unix(0, v)
 	}
 	if age := m.now().Sub(checked); age > m.opts.Staleness {
@@ -514,18 +524,44 @@ func (m *Manager) refreshLoop() {
 	}
 }
 
-// refreshDirty reads again the rings the feed named and that have not
-// been read since; one that cannot be read stays dirty.
+// refreshDirty reads again the rings the feed named, or whose read
+// failed, a few at a time; one that cannot be read stays dirty.
 func (m *Manager) refreshDirty(ctx context.Context) {
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
 	for _, e := range m.allEntries() {
 		if ctx.Err() != nil {
-			return
+			break
 		}
-		if e.dirty.Swap(false) {
-			if err := m.refresh(ctx, e); err != nil {
-				e.dirty.Store(true)
-			}
+		if !e.dirty.Swap(false) {
+			continue
 		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			m.verified(e, m.refresh(ctx, e))
+		})
+	}
+	wg.Wait()
+}
+
+// markDirty takes e out of what the feed vouches for: its staleness
+// counts from the last time the feed vouched for it.
+func (m *Manager) markDirty(e *entry) {
+	e.since.CompareAndSwap(0, m.vouched.Load())
+	e.dirty.Store(true)
+}
+
+// verified records the outcome of a read of e made after its dirty flag
+// was cleared: a ring read is clean (unless the feed named it again
+// meanwhile), one that could not be read is dirty again.
+func (m *Manager) verified(e *entry, err error) {
+	if err != nil {
+		m.markDirty(e)
+		return
+	}
+	if !e.dirty.Load() {
+		e.since.Store(0)
 	}
 }
 
@@ -566,7 +602,7 @@ func (m *Manager) Changed(_ context.Context, cs []store.Change) {
 		m.mu.Unlock()
 		if ok { // a ring not cached here is read on its next use
 			e.touched.Store(m.now().UnixNano())
-			e.dirty.Store(true)
+			m.markDirty(e)
 			named = true
 		}
 	}
@@ -582,7 +618,7 @@ func (m *Manager) Changed(_ context.Context, cs []store.Change) {
 // feed.Consumer): the feed may have lost changes.
 func (m *Manager) Lost(context.Context) {
 	for _, e := range m.allEntries() {
-		e.dirty.Store(true)
+		m.markDirty(e)
 	}
 	select {
 	case m.kick <- struct{}{}:
@@ -640,14 +676,18 @@ func (m *Manager) announcePending(ctx context.Context) {
 func (m *Manager) refreshAll(ctx context.Context, start time.Time) (moved int, err error) {
 	entries := m.allEntries()
 	before := make(map[*entry]int64, len(entries))
+	told := make(map[*entry]bool) // named by the feed before the check, not read yet
 	for _, e := range entries {
 		if s := e.snap.Load(); s != nil {
 			before[e] = s.version
 		}
+		if e.dirty.Load() {
+			told[e] = true
+		}
 	}
 	defer func() {
 		for _, e := range entries {
-			if e.touched.Load() >= start.UnixNano() {
+			if told[e] || e.touched.Load() >= start.UnixNano() {
 				continue
 			}
 			if s := e.snap.Load(); s != nil && s.version >= 0 {
@@ -672,15 +712,17 @@ func (m *Manager) refreshAll(ctx context.Context, start time.Time) (moved int, e
 			defer func() { <-sem }()
 			e.dirty.Store(false)
 			rerr := m.refresh(ctx, e)
+			m.verified(e, rerr)
 			if rerr == nil {
 				if e.failingAlone.Swap(false) {
 					m.log.Info("tenant key ring re-read again", "tenant", e.tenant)
 				}
 				return
 			}
-			// Not read: the feed does not vouch for it, so it goes stale
-			// and fails closed alone unless a read succeeds first.
-			e.dirty.Store(true)
+			// Not read (verified marked it dirty): the feed does not vouch
+			// for it, so it goes stale and fails closed alone, a staleness
+			// limit after it was last vouched for, unless a read succeeds
+			// first.
 			mu.Lock()
 			if err == nil {
 				err = rerr

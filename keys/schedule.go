@@ -109,7 +109,8 @@ func (m *Manager) scheduleTenant(ctx context.Context, t *store.Tenant) error {
 		if !errors.Is(err, ErrNoRing) {
 			m.log.Error("tenant key ring refused: its rounds fail closed", "tenant", t.ID, "err", err)
 		}
-		return m.setDue(ctx, t.ID, ver, m.now().Add(noRingRecheck))
+		// No version to go by: whatever stands waits.
+		return m.opts.Tenants.PostponeKeys(ctx, t.ID, m.now().Add(noRingRecheck))
 	case err != nil:
 		return err
 	}
@@ -144,11 +145,18 @@ type dueAt struct {
 // version of it; if the database does not answer, every Refresh tries
 // again (a due time from a later version, written meanwhile, stands).
 func (m *Manager) setDue(ctx context.Context, tenantID string, version int64, at time.Time) error {
-	if err := m.opts.Tenants.SetKeysDue(ctx, tenantID, version, at); err != nil {
+	set, err := m.opts.Tenants.SetKeysDue(ctx, tenantID, version, at)
+	if err != nil {
 		m.undue.Store(tenantID, dueAt{version, at})
 		return err
 	}
 	m.undue.Delete(tenantID)
+	if !set {
+		// A due time from a later version stands (or the ring's version
+		// went back, its store's history lost): if it has come, it must
+		// not stay first in line.
+		return m.opts.Tenants.PostponeKeys(ctx, tenantID, at)
+	}
 	return nil
 }
 

@@ -13,7 +13,7 @@ import (
 type Tenants interface {
 	Settings(ctx context.Context, tenantID string) (string, error)
 	KeysDue(ctx context.Context, now time.Time, limit int) ([]store.Tenant, error)
-	SetKeysDue(ctx context.Context, tenantID string, version int64, at time.Time) error
+	SetKeysDue(ctx context.Context, tenantID string, version int64, at time.Time) (bool, error)
 	PostponeKeys(ctx context.Context, tenantID string, at time.Time) error
 	ScheduleUnscheduled(ctx context.Context, now time.Time) (int64, error)
 }

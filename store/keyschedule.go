@@ -29,17 +29,21 @@ func scheduleKeys(tx *gorm.DB, tenantID string, at time.Time) error {
 
 // SetKeysDue records when the tenant's key ring is next due for the
 // rotation scheduler, as worked out from version of the ring: a due
-// time worked out from a later version stands. Nothing is recorded for
-// a tenant that no longer exists.
-func (s Tenants) SetKeysDue(ctx context.Context, tenantID string, version int64, at time.Time) error {
-	err := s.db.WithContext(ctx).Exec(`INSERT INTO key_schedule (tenant_id, due_at, ring_version)
+// time worked out from the same version replaces it, one from a later
+// version stands. Nothing is recorded for a tenant that no longer
+// exists.
+//
+// It says whether it recorded at: false when a due time from a later
+// version stands (or the tenant is gone).
+func (s Tenants) SetKeysDue(ctx context.Context, tenantID string, version int64, at time.Time) (bool, error) {
+	res := s.db.WithContext(ctx).Exec(`INSERT INTO key_schedule (tenant_id, due_at, ring_version)
 		SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM tenants WHERE id = ?)
 		ON CONFLICT (tenant_id) DO UPDATE SET due_at = excluded.due_at, ring_version = excluded.ring_version
-		WHERE key_schedule.ring_version <= excluded.ring_version`, tenantID, at.UTC(), version, tenantID).Error
-	if err != nil {
-		return fmt.Errorf("schedule key ring: %w", err)
+		WHERE key_schedule.ring_version <= excluded.ring_version`, tenantID, at.UTC(), version, tenantID)
+	if res.Error != nil {
+		return false, fmt.Errorf("schedule key ring: %w", res.Error)
 	}
-	return nil
+	return res.RowsAffected > 0, nil
 }
 
 // PostponeKeys moves a due tenant's key ring to at, if it is still due

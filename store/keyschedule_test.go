@@ -37,8 +37,8 @@ func TestTheMigrationSchedulesExistingTenantsRings(t *testing.T) {
 			if err != nil || len(due) != 1 || due[0].ID != "tn_old" || due[0].Slug != "old" {
 				t.Fatalf("due after the migration: %+v %v", due, err)
 			}
-			if err := st.Tenants().SetKeysDue(ctx, "tn_old", 1, now.Add(time.Hour)); err != nil {
-				t.Fatal(err)
+			if set, err := st.Tenants().SetKeysDue(ctx, "tn_old", 1, now.Add(time.Hour)); err != nil || !set {
+				t.Fatal(set, err)
 			}
 			if due, err := st.Tenants().KeysDue(ctx, now.Add(59*time.Minute), 10); err != nil || len(due) != 0 {
 				t.Fatalf("due before its time: %+v %v", due, err)
@@ -75,18 +75,18 @@ func TestADueTimeFromAnOlderRingNeverReplacesANewerOne(t *testing.T) {
 				}
 				return len(due) == 1 && due[0].ID == tn.ID
 			}
-			set := func(version int64, at time.Time) {
+			set := func(version int64, at time.Time, want bool) {
 				t.Helper()
-				if err := st.Tenants().SetKeysDue(ctx, tn.ID, version, at); err != nil {
-					t.Fatal(err)
+				if set, err := st.Tenants().SetKeysDue(ctx, tn.ID, version, at); err != nil || set != want {
+					t.Fatalf("version %d: recorded %v, want %v (%v)", version, set, want, err)
 				}
 			}
-			set(5, now.Add(time.Minute))
-			set(4, now.Add(30*24*time.Hour)) // from an older ring: ignored
+			set(5, now.Add(time.Minute), true)
+			set(4, now.Add(30*24*time.Hour), false) // from an older ring: ignored
 			if !dueAt(now.Add(time.Minute)) {
 				t.Fatal("a due time from an older ring replaced the newer one")
 			}
-			set(6, now.Add(2*time.Hour))
+			set(6, now.Add(2*time.Hour), true)
 			if dueAt(now.Add(time.Hour)) || !dueAt(now.Add(2*time.Hour)) {
 				t.Fatal("a due time from a newer ring did not replace the older one")
 			}
@@ -107,7 +107,7 @@ func TestADueTimeFromAnOlderRingNeverReplacesANewerOne(t *testing.T) {
 			if err := st.Tenants().Delete(ctx, "acme", 0); err != nil {
 				t.Fatal(err)
 			}
-			set(7, now)
+			set(7, now, false)
 			if n := platformtest.SQL(t, url).Rows(t, "SELECT tenant_id FROM key_schedule"); len(n) != 0 {
 				t.Fatalf("rows for a deleted tenant: %v", n)
 			}
