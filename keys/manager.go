@@ -665,7 +665,8 @@ func (m *Manager) announcePending(ctx context.Context) {
 }
 
 // refreshAll re-checks every cached ring now; the refresh loop calls it
-// on its interval. The key store counts as failing only when no ring
+// every Refresh while the change feed is behind, and at each full check.
+// The key store counts as failing only when no ring
 // could be re-read: one tenant whose ring cannot be (its Transit key
 // deleted, say) must not pause rotation for every tenant, nor take the
 // replica out of service; its own ring goes stale and fails closed alone.
