@@ -320,7 +320,8 @@ func heapInuse() uint64 {
 // sends each of a sample of them a tools/list twice, the first loading
 // its catalogue (cold), the second served from the cache (warm). It
 // reports the latency of each at the median and the 99th percentile,
-// in µs, as the client sees it on loopback.
+// in µs, as the client sees it on loopback. BENCH_FIRST_DB=postgres runs
+// on PostgreSQL.
 func BenchmarkFirstRequest(b *testing.B) {
 	n := 10_000
 	if s := os.Getenv("BENCH_FIRST_TENANTS"); s != "" {
@@ -329,8 +330,12 @@ func BenchmarkFirstRequest(b *testing.B) {
 			b.Fatalf("BENCH_FIRST_TENANTS: %v", err)
 		}
 	}
+	dbURL := platformtest.SQLiteURL
+	if os.Getenv("BENCH_FIRST_DB") == "postgres" {
+		dbURL = platformtest.PostgresSchemaURL
+	}
 	hook, _ := countingHook(b)
-	p := platformtest.Start(b, platformtest.SQLiteURL(b), platformtestServerTelemetryOff(),
+	p := platformtest.Start(b, dbURL(b), platformtestServerTelemetryOff(),
 		platformtest.WithConfig(func(c *config.Config) { c.CatalogueRefresh = time.Second }))
 	seedScale(b, p.Server.Store(), n, hook.URL)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
