@@ -99,21 +99,11 @@ func (s Changes) After(ctx context.Context, seq int64, limit int) ([]Change, err
 // writes on SQLite), and after the listening connection was lost and
 // re-established, until ctx ends.
 func (s Changes) Listen(ctx context.Context) (<-chan struct{}, error) {
-	payloads, err := s.shared.Listen(ctx, changeChannel, true)
+	wakes, err := s.shared.Wakes(ctx, changeChannel, true)
 	if err != nil {
 		return nil, fmt.Errorf("listen for changes: %w", err)
 	}
-	out := make(chan struct{}, 1)
-	go func() {
-		defer close(out)
-		for range payloads {
-			select {
-			case out <- struct{}{}:
-			default: // one pending wake-up covers any number of changes
-			}
-		}
-	}()
-	return out, nil
+	return wakes, nil
 }
 
 // Announce records a change made outside the database (a key ring kept

@@ -741,24 +741,7 @@ func (s *Record) Prune(ctx context.Context, before time.Time, own map[string]tim
 // replica commits flow changes (PostgreSQL LISTEN/NOTIFY), until ctx ends;
 // nil on SQLite, whose single node sees its own writes.
 func (s *Record) Listen(ctx context.Context) (<-chan struct{}, error) {
-	if s.dialect != sqldb.Postgres {
-		return nil, nil
-	}
-	payloads, err := s.conn.Listen(ctx, flowChannel, false)
-	if err != nil {
-		return nil, err
-	}
-	out := make(chan struct{}, 1)
-	go func() {
-		defer close(out)
-		for range payloads {
-			select {
-			case out <- struct{}{}:
-			default: // one pending wake-up covers any number of notifications
-			}
-		}
-	}()
-	return out, nil
+	return s.conn.Wakes(ctx, flowChannel, false)
 }
 
 // Notify tells listening replicas that flow changes were committed.

@@ -88,6 +88,27 @@ func (c *Conn) listenConn(ctx context.Context, channel string) (*pgx.Conn, error
 	return conn, nil
 }
 
+// Wakes is Listen for a reader that needs to know only that something
+// was notified: one value pending at most stands for any number of
+// notifications. It is nil when Listen's channel is.
+func (c *Conn) Wakes(ctx context.Context, channel string, local bool) (<-chan struct{}, error) {
+	payloads, err := c.Listen(ctx, channel, local)
+	if err != nil || payloads == nil {
+		return nil, err
+	}
+	out := make(chan struct{}, 1)
+	go func() {
+		defer close(out)
+		for range payloads {
+			select {
+			case out <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return out, nil
+}
+
 // Notify sends a notification on channel: PostgreSQL's to every
 // replica, or on SQLite to this process's local listeners. A slow
 // listener misses it (it polls too).

@@ -25,13 +25,13 @@ func NewSequence(lock int64, table, col string) Sequence {
 	return Sequence{Lock: lock, LastQuery: fmt.Sprintf("SELECT COALESCE(MAX(%s), 0) FROM %s", col, table)}
 }
 
-// LockQuery takes the numbering lock on PostgreSQL.
-const LockQuery = "SELECT pg_advisory_xact_lock(?)"
+// lockQuery takes the numbering lock on PostgreSQL.
+const lockQuery = "SELECT pg_advisory_xact_lock(?)"
 
 // Next takes the numbering lock in tx and returns the next number.
 func (q Sequence) Next(tx *gorm.DB, d Dialect) (int64, error) {
 	if d == Postgres {
-		if err := tx.Exec(LockQuery, q.Lock).Error; err != nil {
+		if err := tx.Exec(lockQuery, q.Lock).Error; err != nil {
 			return 0, fmt.Errorf("lock sequence: %w", err)
 		}
 	}
