@@ -30,6 +30,27 @@ func followFeed(t *testing.T, st *store.Store, poll time.Duration, consumers ...
 	return f, stop
 }
 
+// fedManager is a local-provider manager whose key store the test
+// controls, refreshing every 50 ms, following st's change feed (polled
+// every 50 ms) with the staleness limit and full check given; stop stops
+// the feed.
+func fedManager(t *testing.T, st *store.Store, staleness, fullCheck time.Duration) (m *keys.Manager, ctl *keys.Backend, f *feed.Follower, stop func()) {
+	t.Helper()
+	m, err := keys.New(keys.Options{
+		Provider: keys.ProviderLocal, Tenants: st.Tenants(), Rings: st.KeyRings(), MasterKey: masterKey(), Logger: quietLog(),
+		Refresh: 50 * time.Millisecond, ClockSkew: 50 * time.Millisecond, Staleness: staleness, FullCheck: fullCheck,
+		NoScheduler: true, Feed: feedClock{&f}, Changes: st.Changes(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl = keys.ControlBackendForTest(m)
+	m.Start()
+	t.Cleanup(m.Close)
+	f, stop = followFeed(t, st, 50*time.Millisecond, m)
+	return m, ctl, f, stop
+}
+
 // ringKeys is how many keys m's cached ring of tenantID holds (0: none
 // cached).
 func ringKeys(m *keys.Manager, tenantID string) int {
@@ -113,19 +134,7 @@ func TestACurrentFeedKeepsRingsFreshWithoutReadingThem(t *testing.T) {
 	ctx := context.Background()
 	st := platformtest.Store(t, platformtest.SQLiteURL(t))
 	acme := addTenant(t, st, "acme", 60)
-	var f *feed.Follower
-	m, err := keys.New(keys.Options{
-		Provider: keys.ProviderLocal, Tenants: st.Tenants(), Rings: st.KeyRings(), MasterKey: masterKey(), Logger: quietLog(),
-		Refresh: 50 * time.Millisecond, ClockSkew: 50 * time.Millisecond, Staleness: 300 * time.Millisecond, FullCheck: time.Hour,
-		NoScheduler: true, Feed: feedClock{&f}, Changes: st.Changes(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctl := keys.ControlBackendForTest(m)
-	m.Start()
-	t.Cleanup(m.Close)
-	f, stop := followFeed(t, st, 50*time.Millisecond, m)
+	m, ctl, f, stop := fedManager(t, st, 300*time.Millisecond, time.Hour)
 	if _, err := m.Codec(ctx, acme); err != nil { // creates the ring
 		t.Fatal(err)
 	}
@@ -161,19 +170,7 @@ func TestARingThatCannotBeReadFailsClosedEvenWithTheFeed(t *testing.T) {
 	ctx := context.Background()
 	st := platformtest.Store(t, platformtest.SQLiteURL(t))
 	acme, other := addTenant(t, st, "acme", 60), addTenant(t, st, "other", 60)
-	var f *feed.Follower
-	m, err := keys.New(keys.Options{
-		Provider: keys.ProviderLocal, Tenants: st.Tenants(), Rings: st.KeyRings(), MasterKey: masterKey(), Logger: quietLog(),
-		Refresh: 50 * time.Millisecond, ClockSkew: 50 * time.Millisecond, Staleness: 300 * time.Millisecond, FullCheck: 100 * time.Millisecond,
-		NoScheduler: true, Feed: feedClock{&f}, Changes: st.Changes(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctl := keys.ControlBackendForTest(m)
-	m.Start()
-	t.Cleanup(m.Close)
-	f, _ = followFeed(t, st, 50*time.Millisecond, m)
+	m, ctl, f, _ := fedManager(t, st, 300*time.Millisecond, 100*time.Millisecond)
 	for _, id := range []string{acme, other} {
 		if _, err := m.Codec(ctx, id); err != nil {
 			t.Fatal(err)
@@ -208,19 +205,7 @@ func TestARingThatStopsReadingKeepsItsStalenessLimit(t *testing.T) {
 	ctx := context.Background()
 	st := platformtest.Store(t, platformtest.SQLiteURL(t))
 	acme := addTenant(t, st, "acme", 60)
-	var f *feed.Follower
-	m, err := keys.New(keys.Options{
-		Provider: keys.ProviderLocal, Tenants: st.Tenants(), Rings: st.KeyRings(), MasterKey: masterKey(), Logger: quietLog(),
-		Refresh: 50 * time.Millisecond, ClockSkew: 50 * time.Millisecond, Staleness: 1500 * time.Millisecond, FullCheck: time.Second,
-		NoScheduler: true, Feed: feedClock{&f}, Changes: st.Changes(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctl := keys.ControlBackendForTest(m)
-	m.Start()
-	t.Cleanup(m.Close)
-	f, _ = followFeed(t, st, 50*time.Millisecond, m)
+	m, ctl, _, _ := fedManager(t, st, 1500*time.Millisecond, time.Second)
 	if _, err := m.Codec(ctx, acme); err != nil {
 		t.Fatal(err)
 	}
