@@ -25,9 +25,14 @@ const (
 	targetBearer = "platform-bearer"
 	targetSDK    = "go-sdk"
 	targetEcho   = "echo"
+	// targetEchoHook is the echo that also calls the tool's webhook.
+	targetEchoHook = "echo-webhook"
 )
 
-var allTargets = []string{targetPublic, targetBearer, targetSDK, targetEcho}
+var allTargets = []string{targetPublic, targetBearer, targetSDK, targetEchoHook, targetEcho}
+
+// beforeSuffix names a platform target built from -before's checkout.
+const beforeSuffix = "@before"
 
 // pprofEnv gives cmd/platform-pprof, and the harness's own server roles,
 // the loopback address of their pprof listener (that command reads the
@@ -36,10 +41,11 @@ const pprofEnv = "PEERS_PPROF_LISTEN"
 
 // notes say what each target runs.
 var notes = map[string]string{
-	targetPublic: "the platform binary (cmd/platform serve, SQLite, telemetry off), tenant with settings.auth.public: round 1 gathers the tool's declared form input (InputRequiredResult, sealed requestState), round 2 verifies the state and calls the tenant's signed webhook in a separate process",
-	targetBearer: "the same, tenant trusting one OpenID issuer (ES256 access token on every round, verified against the issuer's JWKS; flows bound to the principal)",
-	targetSDK:    "official Go SDK v1.8.0, StreamableHTTPHandler{Stateless, JSONResponse}: the tool in process returns InputRequests and a fixed requestState, the retry reads InputResponses; no auth, no sealing, no webhook",
-	targetEcho:   "net/http + encoding/json answering the same two rounds with the same JSON shapes and checks (headers, fixed requestState, the answer): the ceiling",
+	targetPublic:   "the platform binary (cmd/platform serve, SQLite, telemetry off), tenant with settings.auth.public: round 1 gathers the tool's declared form input (InputRequiredResult, sealed requestState), round 2 verifies the state and calls the tenant's signed webhook in a separate process",
+	targetBearer:   "the same, tenant trusting one OpenID issuer (ES256 access token on every round, verified against the issuer's JWKS; flows bound to the principal)",
+	targetSDK:      "official Go SDK v1.8.0, StreamableHTTPHandler{Stateless, JSONResponse}: the tool in process returns InputRequests and a fixed requestState, the retry reads InputResponses; no auth, no sealing, no webhook",
+	targetEcho:     "net/http + encoding/json answering the same two rounds with the same JSON shapes and checks (headers, fixed requestState, the answer): the ceiling",
+	targetEchoHook: "the echo, whose round 2 also delivers the answer to the tool's webhook in the webhook process (a signed delivery over a keep-alive net/http client, its answer decoded), as the platform's does: the floor of any design that calls tools over HTTP; no sealing, auth or record",
 }
 
 // target is one server under load.
@@ -96,84 +102,30 @@ func setup(ctx context.Context, o options, progress io.Writer) (h *harness, err 
 	}
 	byName := map[string]*target{}
 
-	if want[targetPublic] || want[targetBearer] {
-		bin := filepath.Join(h.dir, "platform")
-		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/platform")
-		build.Dir = o.repo
-		if o.cpuProfile != "" {
-			build = exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/platform-pprof")
-			build.Dir = o.benchDir
-		}
-		fmt.Fprintf(progress, "building %s in %s\n", build.Args[len(build.Args)-1], build.Dir)
-		if out, err := build.CombinedOutput(); err != nil {
-			return h, fmt.Errorf("go build: %w\n%s", err, out)
-		}
-		hook, hookAddr, err := h.start("webhook", self, nil, roleEnvFor(roleWebhook), true)
-		if err != nil {
+	var hook *child
+	var hookAddr string
+	if want[targetPublic] || want[targetBearer] || want[targetEchoHook] {
+		if hook, hookAddr, err = h.start("webhook", self, nil, roleEnvFor(roleWebhook), true); err != nil {
 			return h, err
 		}
+	}
+	if want[targetPublic] || want[targetBearer] {
 		if want[targetBearer] {
 			if h.issuer, err = startIssuer(); err != nil {
 				return h, err
 			}
 		}
-		base, plat, pprofAddr, token, err := h.startPlatform(bin)
-		if err != nil {
-			return h, err
+		builds := []struct{ suffix, repo, benchDir string }{{"", o.repo, o.benchDir}}
+		if o.before != "" {
+			builds = append(builds, struct{ suffix, repo, benchDir string }{beforeSuffix, o.before, filepath.Join(o.before, "bench", "peers")})
 		}
-		hookURL := "http://" + hookAddr
-		for _, t := range []struct {
-			name, slug, path string
-			auth             map[string]any
-		}{
-			{targetPublic, "bench-public", publicHookPath, map[string]any{"public": true}},
-			{targetBearer, "bench-bearer", bearerHookPath, nil},
-		} {
-			if !want[t.name] {
-				continue
-			}
-			url := base + "/t/" + t.slug + "/mcp"
-			auth := t.auth
-			if auth == nil {
-				auth = map[string]any{"issuers": []any{map[string]any{"issuer": h.issuer.URL,
-					"audiences": []string{url}, "algorithms": []string{"ES256"}}}}
-			}
-			if _, err := h.adminPost(base, token, "/api/v1/tenants", map[string]any{"slug": t.slug,
-				"displayName": "peer benchmark " + t.name, "settings": map[string]any{"auth": auth}}); err != nil {
+		for _, b := range builds {
+			if err := h.setupPlatform(ctx, b.suffix, b.repo, b.benchDir, hook, hookAddr, want, byName, progress); err != nil {
 				return h, err
 			}
-			tool, err := h.adminPost(base, token, "/api/v1/tenants/"+t.slug+"/tools", map[string]any{
-				"name": toolName, "description": "Asks for confirmation, then calls its webhook",
-				"inputSchema": map[string]any{"type": "object"},
-				"handler":     map[string]any{"url": hookURL + t.path, "timeoutMs": 5000},
-				"inputs": []any{map[string]any{"name": inputKey, "kind": "form", "message": question,
-					"requestedSchema": requestedSchema()}}})
-			if err != nil {
-				return h, err
-			}
-			secret, _ := tool["webhookSecret"].(string)
-			if secret == "" {
-				return h, errors.New("registering the tool: no webhookSecret in the answer")
-			}
-			line, _ := json.Marshal(secretLine{Path: t.path, Secret: secret})
-			if _, err := hook.stdin.Write(append(line, '\n')); err != nil {
-				return h, fmt.Errorf("handing the webhook its secret: %w", err)
-			}
-			tg := &target{Name: t.name, url: url, serverPID: strconv.Itoa(plat.pid()), hookPID: strconv.Itoa(hook.pid()), pprofAddr: pprofAddr}
-			for i := range o.concurrency {
-				w := &worker{}
-				if t.name == targetBearer {
-					ttl := time.Hour + time.Duration(o.rounds+2)*(o.trial+o.warmup)*time.Duration(len(o.targets))
-					if w.token, err = h.issuer.token(fmt.Sprintf("peers-user-%d", i), url, ttl); err != nil {
-						return h, err
-					}
-				}
-				tg.workers = append(tg.workers, w)
-			}
-			byName[t.name] = tg
 		}
 	}
-	for _, role := range []string{roleSDK, roleEcho} {
+	for _, role := range []string{roleSDK, roleEchoHook, roleEcho} {
 		if !want[role] {
 			continue
 		}
@@ -190,6 +142,21 @@ func setup(ctx context.Context, o options, progress io.Writer) (h *harness, err 
 			return h, err
 		}
 		tg := &target{Name: role, url: "http://" + addr + "/mcp", serverPID: strconv.Itoa(c.pid()), pprofAddr: pprofAddr}
+		if role == roleEchoHook {
+			// One secret, handed to both ends on their standard input.
+			line, _ := json.Marshal(secretLine{Path: echoHookPath, Secret: randomToken()})
+			var conf secretLine
+			_ = json.Unmarshal(line, &conf)
+			conf.Path = "http://" + hookAddr + echoHookPath
+			confLine, _ := json.Marshal(conf)
+			if _, err := hook.stdin.Write(append(line, '\n')); err != nil {
+				return h, fmt.Errorf("handing the webhook its secret: %w", err)
+			}
+			if _, err := c.stdin.Write(append(confLine, '\n')); err != nil {
+				return h, fmt.Errorf("handing echo-webhook its webhook: %w", err)
+			}
+			tg.hookPID = strconv.Itoa(hook.pid())
+		}
 		for range o.concurrency {
 			tg.workers = append(tg.workers, &worker{})
 		}
@@ -209,6 +176,84 @@ func setup(ctx context.Context, o options, progress io.Writer) (h *harness, err 
 	return h, nil
 }
 
+// setupPlatform builds the platform from repo (the pprof variant from
+// benchDir, with -cpuprofile), starts it and registers the tenants of
+// the wanted platform targets named with suffix, their tools on the
+// shared webhook under paths with the suffix.
+func (h *harness) setupPlatform(ctx context.Context, suffix, repo, benchDir string, hook *child, hookAddr string, want map[string]bool, byName map[string]*target, progress io.Writer) error {
+	o := h.opts
+	name := "platform" + suffix
+	bin := filepath.Join(h.dir, name)
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/platform")
+	build.Dir = repo
+	if o.cpuProfile != "" {
+		build = exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/platform-pprof")
+		build.Dir = benchDir
+	}
+	fmt.Fprintf(progress, "building %s in %s\n", build.Args[len(build.Args)-1], build.Dir)
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	base, plat, pprofAddr, token, err := h.startPlatform(name, bin)
+	if err != nil {
+		return err
+	}
+	hookURL := "http://" + hookAddr
+	for _, t := range []struct {
+		name, slug, path string
+		auth             map[string]any
+	}{
+		{targetPublic, "bench-public", publicHookPath, map[string]any{"public": true}},
+		{targetBearer, "bench-bearer", bearerHookPath, nil},
+	} {
+		t.name += suffix
+		t.path += strings.TrimPrefix(suffix, "@")
+		if !want[t.name] {
+			continue
+		}
+		url := base + "/t/" + t.slug + "/mcp"
+		auth := t.auth
+		if auth == nil {
+			auth = map[string]any{"issuers": []any{map[string]any{"issuer": h.issuer.URL,
+				"audiences": []string{url}, "algorithms": []string{"ES256"}}}}
+		}
+		if _, err := h.adminPost(base, token, "/api/v1/tenants", map[string]any{"slug": t.slug,
+			"displayName": "peer benchmark " + t.name, "settings": map[string]any{"auth": auth}}); err != nil {
+			return err
+		}
+		tool, err := h.adminPost(base, token, "/api/v1/tenants/"+t.slug+"/tools", map[string]any{
+			"name": toolName, "description": "Asks for confirmation, then calls its webhook",
+			"inputSchema": map[string]any{"type": "object"},
+			"handler":     map[string]any{"url": hookURL + t.path, "timeoutMs": 5000},
+			"inputs": []any{map[string]any{"name": inputKey, "kind": "form", "message": question,
+				"requestedSchema": requestedSchema()}}})
+		if err != nil {
+			return err
+		}
+		secret, _ := tool["webhookSecret"].(string)
+		if secret == "" {
+			return errors.New("registering the tool: no webhookSecret in the answer")
+		}
+		line, _ := json.Marshal(secretLine{Path: t.path, Secret: secret})
+		if _, err := hook.stdin.Write(append(line, '\n')); err != nil {
+			return fmt.Errorf("handing the webhook its secret: %w", err)
+		}
+		tg := &target{Name: t.name, url: url, serverPID: strconv.Itoa(plat.pid()), hookPID: strconv.Itoa(hook.pid()), pprofAddr: pprofAddr}
+		for i := range o.concurrency {
+			w := &worker{}
+			if strings.HasPrefix(t.name, targetBearer) {
+				ttl := time.Hour + time.Duration(o.rounds+2)*(o.trial+o.warmup)*time.Duration(len(o.targets))
+				if w.token, err = h.issuer.token(fmt.Sprintf("peers-user-%d", i), url, ttl); err != nil {
+					return err
+				}
+			}
+			tg.workers = append(tg.workers, w)
+		}
+		byName[t.name] = tg
+	}
+	return nil
+}
+
 func roleEnvFor(role string) []string {
 	return append(os.Environ(), roleEnv+"="+role)
 }
@@ -226,7 +271,7 @@ func (h *harness) start(name, path string, args, env []string, readAddr bool) (*
 // SQLite in the run's directory and telemetry off, and waits until it is
 // ready. It returns its base URL, the process, its pprof address (with
 // -cpuprofile) and the admin token.
-func (h *harness) startPlatform(bin string) (base string, c *child, pprofAddr, token string, err error) {
+func (h *harness) startPlatform(name, bin string) (base string, c *child, pprofAddr, token string, err error) {
 	addr, err := freePort()
 	if err != nil {
 		return "", nil, "", "", err
@@ -241,7 +286,7 @@ func (h *harness) startPlatform(bin string) (base string, c *child, pprofAddr, t
 	}
 	env = append(env,
 		"PLATFORM_LISTEN="+addr,
-		"PLATFORM_DATABASE_URL=sqlite:"+filepath.Join(h.dir, "platform.db"),
+		"PLATFORM_DATABASE_URL=sqlite:"+filepath.Join(h.dir, name+".db"),
 		"PLATFORM_BOOTSTRAP_TOKEN="+token,
 		"PLATFORM_ALLOW_PRIVATE_WEBHOOKS=true",
 		"PLATFORM_ALLOW_PRIVATE_TARGETS=true",
@@ -255,7 +300,7 @@ func (h *harness) startPlatform(bin string) (base string, c *child, pprofAddr, t
 		}
 		env = append(env, pprofEnv+"="+pprofAddr)
 	}
-	if c, _, err = h.start("platform", bin, []string{"serve"}, env, false); err != nil {
+	if c, _, err = h.start(name, bin, []string{"serve"}, env, false); err != nil {
 		return "", nil, "", "", err
 	}
 	base = "http://" + addr

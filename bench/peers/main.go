@@ -44,6 +44,9 @@ type options struct {
 	keep        bool
 	repo        string
 	benchDir    string
+	// before is a checkout of an earlier platform (-before): its
+	// platform targets run beside the current ones, as NAME@before.
+	before string
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -58,6 +61,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "directory: serve net/http/pprof from every server (the platform as the pprof variant, bench/peers/cmd/platform-pprof) and, after the rounds, write there a CPU profile of each target's server during one more trial")
 	fs.BoolVar(&o.keep, "keep", false, "keep the run's directory (the processes' logs, the database)")
+	fs.StringVar(&o.before, "before", "", "directory: a checkout of an earlier platform (git worktree add DIR REV); each platform target also runs as built from it, as NAME"+beforeSuffix+", its own process and database on the same webhook, taking turns with the rest, for interleaved before-and-after figures")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: ./scripts/bench-peers [flags]")
 		fs.PrintDefaults()
@@ -87,6 +91,23 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	if len(o.targets) == 0 {
 		return o, errors.New("no targets")
+	}
+	if o.before != "" {
+		var err error
+		if o.before, err = filepath.Abs(o.before); err != nil {
+			return o, err
+		}
+		if _, err := os.Stat(filepath.Join(o.before, "cmd", "platform")); err != nil {
+			return o, fmt.Errorf("-before %s: not a checkout of the platform: %w", o.before, err)
+		}
+		var with []string
+		for _, n := range o.targets {
+			with = append(with, n)
+			if n == targetPublic || n == targetBearer {
+				with = append(with, n+beforeSuffix)
+			}
+		}
+		o.targets = with
 	}
 	if o.cpuProfile != "" {
 		var err error
@@ -137,6 +158,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 // bench runs the whole benchmark: setup, then measure.
 func bench(ctx context.Context, o options, progress io.Writer) (*report, error) {
 	m := describeMachine(o.repo)
+	if o.before != "" {
+		m.Before = commitOf(o.before)
+	}
 	h, err := setup(ctx, o, progress)
 	if err != nil {
 		return nil, err

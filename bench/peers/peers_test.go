@@ -89,7 +89,7 @@ func TestEveryTargetCompletesFlows(t *testing.T) {
 			if s.ServerCPU <= 0 || s.P50 <= 0 || s.P99 < s.P50 {
 				t.Errorf("%s: server CPU %.0f µs/flow, p50 %.0f µs, p99 %.0f µs", s.Target, s.ServerCPU, s.P50, s.P99)
 			}
-			if !strings.HasPrefix(s.Target, "platform-") && s.WebhookCPU != 0 {
+			if !strings.HasPrefix(s.Target, "platform-") && s.Target != targetEchoHook && s.WebhookCPU != 0 {
 				t.Errorf("%s: webhook CPU %.0f µs/flow for a target without a webhook", s.Target, s.WebhookCPU)
 			}
 		}
@@ -103,8 +103,8 @@ func TestEveryTargetCompletesFlows(t *testing.T) {
 				t.Errorf("%s: the webhook process's CPU reads %s, %v", tg.Name, used, err)
 			}
 		}
-		if len(rep.Ratios) != 4 {
-			t.Errorf("%d ratios, want 4", len(rep.Ratios))
+		if len(rep.Ratios) != 6 {
+			t.Errorf("%d ratios, want 6", len(rep.Ratios))
 		}
 		var text, js bytes.Buffer
 		rep.writeText(&text)
@@ -215,7 +215,7 @@ func TestAFailedFlowIsAnErrorNotThroughput(t *testing.T) {
 				}
 				r.Body = io.NopCloser(bytes.NewReader(body))
 				rec := httptest.NewRecorder()
-				echo(rec, r)
+				(&echoServer{}).ServeHTTP(rec, r)
 				w.Header().Set("Content-Type", "application/json")
 				_, _ = w.Write(mangle(round, rec.Body.Bytes()))
 			}))
@@ -240,7 +240,7 @@ func TestAFailedFlowIsAnErrorNotThroughput(t *testing.T) {
 // the work it claims: a full flow, and refusals for a wrong state, wrong
 // headers and an unconfirmed answer.
 func TestTheEchoAnswersTheFlowAndRefusesWhatIsWrong(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(echo))
+	srv := httptest.NewServer(&echoServer{})
 	defer srv.Close()
 	c := &flowClient{http: srv.Client(), url: srv.URL}
 	var lat []time.Duration
@@ -295,5 +295,35 @@ func TestProcCPUReadsThisProcess(t *testing.T) {
 	}
 	if _, err := machineBusy(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEchoWebhookDeliversRoundTwoToTheWebhook checks echo-webhook calls
+// the tool's webhook as the platform must: a flow completes with the
+// webhook's answer, an unconfirmed answer comes back as the webhook's
+// refusal, and a delivery the webhook cannot verify fails the round.
+func TestEchoWebhookDeliversRoundTwoToTheWebhook(t *testing.T) {
+	backend := &hookBackend{secrets: map[string]string{}}
+	hookSrv := httptest.NewServer(backend)
+	defer hookSrv.Close()
+	backend.setSecret([]byte(`{"path":"` + echoHookPath + `","secret":"s3cret"}`))
+	e := &echoServer{hook: &hookCaller{client: hookSrv.Client()}}
+	e.hook.configure([]byte(`{"path":"` + hookSrv.URL + echoHookPath + `","secret":"s3cret"}`))
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+	c := &flowClient{http: srv.Client(), url: srv.URL}
+	var lat []time.Duration
+	if err := c.flow(&lat); err != nil {
+		t.Fatalf("flow: %v", err)
+	}
+	declined := bytes.Replace(secondRound(echoState), []byte(`"`+fieldName+`":true`), []byte(`"`+fieldName+`":false`), 1)
+	var r rpcResponse
+	if err := c.round(declined, &r, &lat); err != nil || !r.Result.IsError || r.Result.Content[0].Text != "not confirmed" {
+		t.Errorf("an unconfirmed answer: %v, result %+v", err, r.Result)
+	}
+	e.hook.configure([]byte(`{"path":"` + hookSrv.URL + echoHookPath + `","secret":"wrong"}`))
+	r = rpcResponse{}
+	if err := c.round(secondRound(echoState), &r, &lat); err == nil || !strings.Contains(err.Error(), "HTTP 401") {
+		t.Errorf("a delivery signed with the wrong secret: %v", err)
 	}
 }

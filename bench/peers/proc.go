@@ -174,12 +174,14 @@ func machineBusy() (time.Duration, error) {
 
 // machine describes where a run happened.
 type machine struct {
-	Date       string `json:"date"`
-	CPUs       int    `json:"nproc"`
-	CPUModel   string `json:"cpuModel"`
-	Kernel     string `json:"kernel"`
-	Go         string `json:"go"`
-	Commit     string `json:"commit"`
+	Date     string `json:"date"`
+	CPUs     int    `json:"nproc"`
+	CPUModel string `json:"cpuModel"`
+	Kernel   string `json:"kernel"`
+	Go       string `json:"go"`
+	Commit   string `json:"commit"`
+	// Before is -before's commit, if given.
+	Before     string `json:"beforeCommit,omitempty"`
 	LoadBefore string `json:"loadAverageBefore"`
 	LoadAfter  string `json:"loadAverageAfter,omitempty"`
 }
@@ -202,13 +204,21 @@ func describeMachine(repo string) machine {
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = strings.TrimSpace(string(b))
 	}
-	if out, err := exec.Command("git", "-C", repo, "rev-parse", "--short", "HEAD").Output(); err == nil {
-		m.Commit = strings.TrimSpace(string(out))
-		if st, err := exec.Command("git", "-C", repo, "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
-			m.Commit += "+changes"
-		}
-	}
+	m.Commit = commitOf(repo)
 	return m
+}
+
+// commitOf is repo's HEAD, "+changes" when its tracked files differ.
+func commitOf(repo string) string {
+	out, err := exec.Command("git", "-C", repo, "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	c := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "-C", repo, "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+		c += "+changes"
+	}
+	return c
 }
 
 // loadAverage is the 1, 5 and 15 minute load averages.

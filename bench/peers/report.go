@@ -76,7 +76,7 @@ type profile struct {
 func (r *report) summarize(order []string) {
 	byRound := map[string]map[int]float64{}
 	for _, name := range order {
-		s := summary{Target: name, Note: notes[name]}
+		s := summary{Target: name, Note: noteOf(name)}
 		var fps, srv, hook, cli, oth, tot []float64
 		var lat []time.Duration
 		byRound[name] = map[int]float64{}
@@ -111,10 +111,16 @@ func (r *report) summarize(order []string) {
 		of, to string
 		goal   float64
 	}{
-		{targetBearer, targetSDK, 2},
+		{targetBearer, targetSDK, 3},
 		{targetPublic, targetEcho, 0.5},
+		{targetPublic, targetEchoHook, 0},
+		{targetEchoHook, targetEcho, 0},
 		{targetPublic, targetSDK, 0},
 		{targetBearer, targetPublic, 0},
+		{targetPublic, targetPublic + beforeSuffix, 0},
+		{targetBearer, targetBearer + beforeSuffix, 0},
+		{targetBearer + beforeSuffix, targetSDK, 0},
+		{targetPublic + beforeSuffix, targetEcho, 0},
 	} {
 		if _, ok := byRound[c.of]; !ok || med[c.to] == 0 {
 			continue
@@ -147,6 +153,14 @@ func (r *report) summarize(order []string) {
 	}
 }
 
+// noteOf says what the target name runs.
+func noteOf(name string) string {
+	if n, ok := strings.CutSuffix(name, beforeSuffix); ok {
+		return "as " + n + ", the platform built from -before's checkout"
+	}
+	return notes[name]
+}
+
 func (r *report) writeJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -158,6 +172,9 @@ func (r *report) writeText(w io.Writer) {
 	fmt.Fprintf(w, "peer benchmark: two-round flows (tools/call → InputRequiredResult → answered retry → result), %d concurrent, %d rounds × %s per target, targets taking turns\n",
 		r.Concurrency, r.Rounds, time.Duration(r.TrialSeconds*float64(time.Second)))
 	fmt.Fprintf(w, "date %s · nproc %d · %s · Linux %s · %s · platform %s\n", m.Date, m.CPUs, m.CPUModel, m.Kernel, m.Go, m.Commit)
+	if m.Before != "" {
+		fmt.Fprintf(w, "before (NAME%s): platform %s\n", beforeSuffix, m.Before)
+	}
 	fmt.Fprintf(w, "load average before %s, after %s\n", m.LoadBefore, m.LoadAfter)
 	if r.Profiled {
 		fmt.Fprintln(w, "NOTE: -cpuprofile: every server served net/http/pprof on another port, the platform as the pprof variant (cmd/platform-pprof: the same server package)")
@@ -212,7 +229,7 @@ func (r *report) writeText(w io.Writer) {
 			if q.Met != nil {
 				goal = fmt.Sprintf("  goal ≥ %.1f×: %s (by CPU: %s)", q.Goal, verdict(q.Met), verdict(q.MetByCPU))
 			}
-			fmt.Fprintf(w, "  %-34s %5.2f×  (paired %.2f×, %.2f–%.2f; by CPU %.2f×)%s\n", q.Name, q.Value, q.PairedMed, q.PairedMin, q.PairedMax, q.ByCPU, goal)
+			fmt.Fprintf(w, "  %-44s %5.2f×  (paired %.2f×, %.2f–%.2f; by CPU %.2f×)%s\n", q.Name, q.Value, q.PairedMed, q.PairedMin, q.PairedMax, q.ByCPU, goal)
 		}
 	}
 	for _, s := range r.Targets {

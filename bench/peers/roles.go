@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,9 +28,10 @@ const roleEnv = "PEERS_ROLE"
 
 // Roles.
 const (
-	roleEcho    = "echo"
-	roleSDK     = "go-sdk"
-	roleWebhook = "webhook"
+	roleEcho     = "echo"
+	roleEchoHook = "echo-webhook"
+	roleSDK      = "go-sdk"
+	roleWebhook  = "webhook"
 )
 
 // runRole serves one role on a loopback port until its standard input
@@ -39,7 +42,11 @@ func runRole(role string) int {
 	var stdin func(line []byte)
 	switch role {
 	case roleEcho:
-		h = http.HandlerFunc(echo)
+		h = &echoServer{}
+	case roleEchoHook:
+		e := &echoServer{hook: &hookCaller{client: &http.Client{Timeout: 5 * time.Second,
+			Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 1024, DisableCompression: true}}}}
+		h, stdin = e, e.hook.configure
 	case roleSDK:
 		h = sdkHandler()
 	case roleWebhook:
@@ -105,18 +112,19 @@ type (
 		ID      json.RawMessage `json:"id"`
 		Method  string          `json:"method"`
 		Params  struct {
-			Name           string          `json:"name"`
-			Arguments      json.RawMessage `json:"arguments"`
-			InputResponses map[string]struct {
-				Action  string         `json:"action"`
-				Content map[string]any `json:"content"`
-			} `json:"inputResponses"`
-			RequestState string `json:"requestState"`
-			Meta         struct {
+			Name           string                `json:"name"`
+			Arguments      json.RawMessage       `json:"arguments"`
+			InputResponses map[string]echoAnswer `json:"inputResponses"`
+			RequestState   string                `json:"requestState"`
+			Meta           struct {
 				ProtocolVersion    string          `json:"io.modelcontextprotocol/protocolVersion"`
 				ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
 			} `json:"_meta"`
 		} `json:"params"`
+	}
+	echoAnswer struct {
+		Action  string         `json:"action"`
+		Content map[string]any `json:"content"`
 	}
 	echoResponse struct {
 		JSONRPC string          `json:"jsonrpc"`
@@ -161,11 +169,16 @@ type (
 	}
 )
 
-// echo is the ceiling: net/http and encoding/json answering the same
-// two rounds with the same JSON shapes, checking what a stateless
+// echoServer is the ceiling: net/http and encoding/json answering the
+// same two rounds with the same JSON shapes, checking what a stateless
 // 2026-07-28 server must (headers against the body, the state, the
-// answer) and nothing else: no auth, no sealing, no webhook.
-func echo(w http.ResponseWriter, r *http.Request) {
+// answer) and nothing else: no auth, no sealing, no record. With a hook
+// (echo-webhook), round 2 also delivers the answer to the tool's webhook
+// in the webhook process and answers with its result, as the platform
+// must: the floor of a design that calls its tools over HTTP.
+type echoServer struct{ hook *hookCaller }
+
+func (e *echoServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var req echoRequest
 	fail := func(status, code int, msg string) {
 		w.Header().Set("Content-Type", "application/json")
@@ -199,15 +212,23 @@ func echo(w http.ResponseWriter, r *http.Request) {
 	resp := echoResponse{JSONRPC: "2.0", ID: req.ID}
 	var meta echoMeta
 	meta.ServerInfo.Name, meta.ServerInfo.Title, meta.ServerInfo.Version = "echo", "bare echo", "1"
-	if req.Params.RequestState == "" {
+	switch {
+	case req.Params.RequestState == "":
 		resp.Result = echoInputRequired{ResultType: "input_required", RequestState: echoState, Meta: meta,
 			InputRequests: map[string]echoInputRequest{inputKey: {Method: "elicitation/create",
 				Params: echoElicit{Message: question, RequestedSchema: requestedSchema()}}}}
-	} else {
-		if req.Params.RequestState != echoState {
-			fail(http.StatusOK, -32602, "Invalid or expired requestState")
+	case req.Params.RequestState != echoState:
+		fail(http.StatusOK, -32602, "Invalid or expired requestState")
+		return
+	case e.hook != nil:
+		res, err := e.hook.call(r.Context(), req.Params.Arguments, req.Params.InputResponses)
+		if err != nil {
+			fail(http.StatusOK, -32603, "webhook: "+err.Error())
 			return
 		}
+		res.ResultType, res.Meta = "complete", meta
+		resp.Result = res
+	default:
 		res := echoComplete{ResultType: "complete", Meta: meta, Content: []echoContent{{Type: "text", Text: doneText}}}
 		if a, ok := req.Params.InputResponses[inputKey]; !ok || a.Action != "accept" || a.Content[fieldName] != true {
 			res.Content[0].Text, res.IsError = "not confirmed", true
@@ -216,6 +237,78 @@ func echo(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(resp)
+}
+
+// hookCaller delivers echo-webhook's round 2 as the platform delivers a
+// tool call: a signed webhook.Request POSTed over a keep-alive
+// connection, the webhook.Response read back.
+type hookCaller struct {
+	client *http.Client
+	mu     sync.RWMutex
+	url    string
+	secret string
+}
+
+// configure takes the webhook's URL and secret from a line of standard
+// input (a secretLine whose Path is the whole URL).
+func (h *hookCaller) configure(line []byte) {
+	var s secretLine
+	if json.Unmarshal(line, &s) != nil || s.Path == "" {
+		return
+	}
+	h.mu.Lock()
+	h.url, h.secret = s.Path, s.Secret
+	h.mu.Unlock()
+}
+
+func (h *hookCaller) call(ctx context.Context, args json.RawMessage, answers map[string]echoAnswer) (echoComplete, error) {
+	h.mu.RLock()
+	url, secret := h.url, h.secret
+	h.mu.RUnlock()
+	var res echoComplete
+	if url == "" {
+		return res, errors.New("no webhook configured")
+	}
+	d := webhook.Request{Version: webhook.Version, Kind: webhook.KindTool, Name: toolName, Arguments: args,
+		Answers: map[string]webhook.Answer{}, Flow: webhook.Flow{ID: "fl_echo", Round: 2}}
+	for k, a := range answers {
+		content, err := json.Marshal(a.Content)
+		if err != nil {
+			return res, err
+		}
+		d.Answers[k] = webhook.Answer{Action: a.Action, Content: content}
+	}
+	body, err := json.Marshal(d)
+	if err != nil {
+		return res, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return res, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(webhook.SignatureHeader, webhook.Sign(secret, time.Now(), body))
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return res, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return res, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return res, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	var out webhook.Response
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return res, err
+	}
+	if out.Type != webhook.TypeComplete {
+		return res, fmt.Errorf("answer type %q", out.Type)
+	}
+	err = json.Unmarshal(out.Result, &res)
+	return res, err
 }
 
 // sdkState is the Go SDK server's requestState: fixed and opaque, like
@@ -302,7 +395,7 @@ func (b *hookBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// The bearer tenant's deliveries name the verified caller; the public
 	// tenant's name none.
-	wantPrincipal := r.URL.Path == bearerHookPath
+	wantPrincipal := strings.HasPrefix(r.URL.Path, bearerHookPath)
 	answer := hookDone
 	var confirmed struct {
 		Confirm bool `json:"confirm"`
@@ -320,4 +413,5 @@ func (b *hookBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 const (
 	publicHookPath = "/public"
 	bearerHookPath = "/bearer"
+	echoHookPath   = "/echo"
 )
