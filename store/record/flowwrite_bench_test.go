@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsmcp/platform/mrtr"
 	"github.com/opsmcp/platform/store/record"
 	"github.com/opsmcp/platform/testkit/platformtest"
 )
@@ -28,7 +29,7 @@ func BenchmarkWriteRounds(b *testing.B) {
 				batch := func() []record.RoundWrite {
 					ws := make([]record.RoundWrite, 0, size)
 					for len(ws)+3 <= size {
-						ws = append(ws, twoRoundFlow(fmt.Sprintf("fl_%016d", next), time.Now())...)
+						ws = append(ws, twoRoundFlow(mrtr.NewFlowID(), time.Now())...)
 						next++
 					}
 					return ws
