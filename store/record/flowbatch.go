@@ -808,8 +808,12 @@ const maxRowRounds = 2 << 10
 // maxBatchDocument bounds one SQLite statement's share of a batch. A
 // round records the questions a tenant's webhook asked, which may be
 // megabytes: a batch of large rounds is sent in several statements, so
-// none needs its whole batch in one document.
-var maxBatchDocument = 32 << 20
+// none needs its whole batch in one document. A statement's cost also
+// grows faster than its rows: a full batch (2,048 rounds, about 680
+// flows) in one statement cost 143–153 CPU-µs a flow, in statements of
+// at most 256 KiB 108–112 (BenchmarkWriteRounds, interleaved), while a
+// batch of about 170 flows, one statement either way, costs the same.
+var maxBatchDocument = 256 << 10
 
 // batchSQL is a dialect's statements for one batch. On PostgreSQL:
 // create the session's flow_batch if it has none, fill it by COPY,
