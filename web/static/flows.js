@@ -136,7 +136,7 @@ export default async function flowsPage(ctx) {
     h("colgroup", {},
       h("col", { style: "width:168px" }), h("col", { style: "width:100px" }), h("col", {}), h("col", { style: "width:12%" }),
       h("col", { style: "width:9%" }), h("col", { style: "width:76px" }), h("col", { style: "width:100px" }),
-      h("col", { style: "width:76px" }), h("col", { style: "width:84px" }), h("col", { style: "width:84px" }), h("col", { style: "width:172px" })),
+      h("col", { style: "width:76px" }), h("col", { style: "width:84px" }), h("col", { style: "width:84px" }), h("col", { style: "width:212px" })),
     h("thead", {}, h("tr", {},
       h("th", { scope: "col" }, "State"), h("th", { scope: "col" }, "Tenant"), h("th", { scope: "col" }, "Target · why"),
       h("th", { scope: "col" }, "Principal"), h("th", { scope: "col" }, "Client"), h("th", { scope: "col", class: "num" }, "Rounds"),
