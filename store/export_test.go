@@ -39,3 +39,10 @@ func (s LegacySessions) StreamReports(ctx context.Context) (int64, error) {
 	err := s.db.WithContext(ctx).Model(&LegacySessionStreams{}).Count(&n).Error
 	return n, err
 }
+
+// Pragma reads an integer pragma on one of the store's connections.
+func (s *Store) Pragma(ctx context.Context, name string) (int, error) {
+	var v int
+	err := s.conn.db.WithContext(ctx).Raw("PRAGMA " + name).Scan(&v).Error
+	return v, err
+}

@@ -1,0 +1,44 @@
+package store_test
+
+import (
+	"context"
+	"net/url"
+	"path/filepath"
+	"testing"
+
+	"github.com/opsmcp/platform/store"
+)
+
+// TestSQLiteKeepsTemporaryDataInMemoryUnlessTheURLSaysOtherwise: the
+// store keeps SQLite's statement journals and temporary tables in memory
+// (temp_store 2), and a database URL that names its own temp_store, in
+// either spelling and any case, keeps it.
+func TestSQLiteKeepsTemporaryDataInMemoryUnlessTheURLSaysOtherwise(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		pragma string
+		want   int
+	}{
+		{"", 2},
+		{"temp_store(FILE)", 1},
+		{"temp_store(DEFAULT)", 0},
+		{"TEMP_STORE(1)", 1},
+		{" temp_store = 0", 0},
+		{"cache_size(-4000)", 2},
+	} {
+		t.Run(c.pragma, func(t *testing.T) {
+			u := "sqlite:" + filepath.Join(t.TempDir(), "p.db")
+			if c.pragma != "" {
+				u += "?" + url.Values{"_pragma": {c.pragma}}.Encode()
+			}
+			st, err := store.Open(ctx, u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			if got, err := st.Pragma(ctx, "temp_store"); err != nil || got != c.want {
+				t.Fatalf("temp_store = %d (%v), want %d", got, err, c.want)
+			}
+		})
+	}
+}
