@@ -191,11 +191,18 @@ func measure(ctx context.Context, h *harness, m machine, progress io.Writer) (*r
 	rep := &report{Machine: m, Concurrency: o.concurrency, Rounds: o.rounds, TrialSeconds: o.trial.Seconds(),
 		ClockTicks: clockTicks, Profiled: o.cpuProfile != ""}
 	for round := 1; round <= o.rounds; round++ {
-		// Each round starts one target later, so no target always runs
-		// right after the same other one.
+		// Each round starts one target later, and even rounds run the
+		// targets in reverse: a target that follows another in one round
+		// precedes it in the next, so neither always inherits the other's
+		// leftover work (the record's last batch, a checkpoint, a GC),
+		// as NAME@before would, always right after NAME.
 		n := len(h.targets)
 		for i := range n {
-			t := h.targets[(i+round-1)%n]
+			k := (i + round - 1) % n
+			if round%2 == 0 {
+				k = (n - 1 - i + round - 1) % n
+			}
+			t := h.targets[k]
 			r, err := trial(ctx, t, o.trial)
 			if err != nil {
 				return nil, err

@@ -24,9 +24,8 @@ func (s *Record) RowRounds(ctx context.Context, flowID string) (int, error) {
 	return len(rounds), err
 }
 
-// SetMaxBatchDocument lowers the size at which a batch's rounds are
-// split into several statements on SQLite, so a test need not write
-// 32 MB.
+// SetMaxBatchDocument sets the size at which a batch's rounds are split
+// into several statements on SQLite, so a test chooses how many.
 func SetMaxBatchDocument(n int) (restore func()) {
 	old := maxBatchDocument
 	maxBatchDocument = n

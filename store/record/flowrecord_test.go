@@ -739,3 +739,69 @@ func TestAFlowsLargeFirstRoundsStayOutOfItsRow(t *testing.T) {
 		})
 	}
 }
+
+// TestABatchSplitAcrossStatementsMixesNewAndRecordedFlows writes a batch
+// split into many statements whose flows are, in turn, already recorded
+// (their later rounds go to flow_rounds) and new (their rounds go in
+// their rows): every flow ends in its state with all its rounds, and
+// the batch's changes are numbered once each, without a gap or a repeat
+// across the statements.
+func TestABatchSplitAcrossStatementsMixesNewAndRecordedFlows(t *testing.T) {
+	ctx := context.Background()
+	defer record.SetMaxBatchDocument(2 << 10)()
+	for _, d := range platformtest.Dialects() {
+		t.Run(d.Name, func(t *testing.T) {
+			st := platformtest.Store(t, d.New(t)).Record()
+			t0 := time.Now().UTC().Truncate(time.Millisecond)
+			const n = 60
+			var first, batch []record.RoundWrite
+			for i := range n {
+				old, fresh := fmt.Sprintf("fl_old%03d", i), fmt.Sprintf("fl_new%03d", i)
+				first = append(first, round(old, 1, record.AwaitingInput, t0))
+				batch = append(batch, round(old, 2, record.Completed, t0.Add(time.Second)), round(fresh, 1, record.AwaitingInput, t0.Add(time.Second)))
+			}
+			if _, err := st.WriteRounds(ctx, first); err != nil {
+				t.Fatal(err)
+			}
+			if stmts, err := record.BatchStatements(batch); err != nil || stmts < 10 {
+				t.Fatalf("the batch goes as %d statements (%v), want it split", stmts, err)
+			}
+			before, err := st.LastChange(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if changed, err := st.WriteRounds(ctx, batch); err != nil || changed != 2*n {
+				t.Fatalf("wrote %d changes (%v), want %d", changed, err, 2*n)
+			}
+			changes, err := st.ChangedAfter(ctx, before, 10*n)
+			if err != nil || len(changes) != 2*n {
+				t.Fatalf("%d changes after %d (%v), want %d", len(changes), before, err, 2*n)
+			}
+			for i, f := range changes {
+				if f.Seq != before+int64(i)+1 {
+					t.Fatalf("change %d has seq %d, want %d: numbered with a gap or a repeat", i, f.Seq, before+int64(i)+1)
+				}
+			}
+			for i := range n {
+				for _, c := range []struct {
+					id     string
+					state  string
+					rounds int
+				}{{fmt.Sprintf("fl_old%03d", i), record.Completed, 2}, {fmt.Sprintf("fl_new%03d", i), record.AwaitingInput, 1}} {
+					f, rounds, err := st.Get(ctx, c.id)
+					if err != nil {
+						t.Fatalf("%s: %v", c.id, err)
+					}
+					if f.State != c.state || len(rounds) != c.rounds {
+						t.Fatalf("%s: state %s, %d rounds; want %s and %d", c.id, f.State, len(rounds), c.state, c.rounds)
+					}
+					for r, got := range rounds {
+						if got.N != r+1 {
+							t.Fatalf("%s: round %d is numbered %d", c.id, r+1, got.N)
+						}
+					}
+				}
+			}
+		})
+	}
+}

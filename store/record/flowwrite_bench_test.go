@@ -25,12 +25,10 @@ func BenchmarkWriteRounds(b *testing.B) {
 		for _, size := range []int{512, 2048} {
 			b.Run(fmt.Sprintf("%s/batch=%d", d.Name, size), func(b *testing.B) {
 				st := platformtest.Store(b, d.New(b)).Record()
-				next := 0
 				batch := func() []record.RoundWrite {
 					ws := make([]record.RoundWrite, 0, size)
 					for len(ws)+3 <= size {
 						ws = append(ws, twoRoundFlow(mrtr.NewFlowID(), time.Now())...)
-						next++
 					}
 					return ws
 				}
