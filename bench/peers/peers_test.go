@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -307,8 +308,12 @@ func TestEchoWebhookDeliversRoundTwoToTheWebhook(t *testing.T) {
 	hookSrv := httptest.NewServer(backend)
 	defer hookSrv.Close()
 	backend.setSecret([]byte(`{"path":"` + echoHookPath + `","secret":"s3cret"}`))
-	e := &echoServer{hook: &hookCaller{client: hookSrv.Client()}}
-	e.hook.configure([]byte(`{"path":"` + hookSrv.URL + echoHookPath + `","secret":"s3cret"}`))
+	e := &echoServer{hook: newHookCaller(hookSrv.Client())}
+	// A round before the webhook is configured waits for it.
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		e.hook.configure([]byte(`{"path":"` + hookSrv.URL + echoHookPath + `","secret":"s3cret"}`))
+	}()
 	srv := httptest.NewServer(e)
 	defer srv.Close()
 	c := &flowClient{http: srv.Client(), url: srv.URL}
@@ -325,5 +330,41 @@ func TestEchoWebhookDeliversRoundTwoToTheWebhook(t *testing.T) {
 	r = rpcResponse{}
 	if err := c.round(secondRound(echoState), &r, &lat); err == nil || !strings.Contains(err.Error(), "HTTP 401") {
 		t.Errorf("a delivery signed with the wrong secret: %v", err)
+	}
+}
+
+// TestBeforeAddsEachPlatformTargetBuiltFromTheCheckout: -before puts
+// NAME@before right after each platform target asked for, and nothing
+// after the others; a directory that is not a checkout of the platform
+// is refused before anything starts.
+func TestBeforeAddsEachPlatformTargetBuiltFromTheCheckout(t *testing.T) {
+	repo, _, err := findModules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		targets string
+		want    []string
+	}{
+		{"platform-public,echo", []string{"platform-public", "platform-public@before", "echo"}},
+		{"go-sdk,platform-bearer,platform-public", []string{"go-sdk", "platform-bearer", "platform-bearer@before", "platform-public", "platform-public@before"}},
+		{"echo,echo-webhook", []string{"echo", "echo-webhook"}},
+	} {
+		o, err := parse([]string{"-targets", c.targets, "-before", repo}, io.Discard)
+		if err != nil {
+			t.Fatalf("%s: %v", c.targets, err)
+		}
+		if !slices.Equal(o.targets, c.want) || o.before != repo {
+			t.Errorf("-targets %s -before: targets %v, before %q; want %v", c.targets, o.targets, o.before, c.want)
+		}
+	}
+	for _, dir := range []string{t.TempDir(), filepath.Join(repo, "docs"), filepath.Join(t.TempDir(), "absent")} {
+		if _, err := parse([]string{"-before", dir}, io.Discard); err == nil || !strings.Contains(err.Error(), "not a checkout of the platform") {
+			t.Errorf("-before %s: %v, want it refused", dir, err)
+		}
+	}
+	// The @before names are not targets of their own.
+	if _, err := parse([]string{"-targets", "platform-public@before"}, io.Discard); err == nil {
+		t.Error("-targets platform-public@before without -before was accepted")
 	}
 }

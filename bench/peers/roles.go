@@ -44,8 +44,8 @@ func runRole(role string) int {
 	case roleEcho:
 		h = &echoServer{}
 	case roleEchoHook:
-		e := &echoServer{hook: &hookCaller{client: &http.Client{Timeout: 5 * time.Second,
-			Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 1024, DisableCompression: true}}}}
+		e := &echoServer{hook: newHookCaller(&http.Client{Timeout: 5 * time.Second,
+			Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 1024, DisableCompression: true}})}
 		h, stdin = e, e.hook.configure
 	case roleSDK:
 		h = sdkHandler()
@@ -244,9 +244,17 @@ func (e *echoServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // connection, the webhook.Response read back.
 type hookCaller struct {
 	client *http.Client
+	// ready is closed by the first configuration: the harness hands it
+	// over after the process starts, so a round that comes first waits.
+	ready  chan struct{}
+	once   sync.Once
 	mu     sync.RWMutex
 	url    string
 	secret string
+}
+
+func newHookCaller(client *http.Client) *hookCaller {
+	return &hookCaller{client: client, ready: make(chan struct{})}
 }
 
 // configure takes the webhook's URL and secret from a line of standard
@@ -259,16 +267,19 @@ func (h *hookCaller) configure(line []byte) {
 	h.mu.Lock()
 	h.url, h.secret = s.Path, s.Secret
 	h.mu.Unlock()
+	h.once.Do(func() { close(h.ready) })
 }
 
 func (h *hookCaller) call(ctx context.Context, args json.RawMessage, answers map[string]echoAnswer) (echoComplete, error) {
+	var res echoComplete
+	select {
+	case <-h.ready:
+	case <-ctx.Done():
+		return res, errors.New("no webhook configured")
+	}
 	h.mu.RLock()
 	url, secret := h.url, h.secret
 	h.mu.RUnlock()
-	var res echoComplete
-	if url == "" {
-		return res, errors.New("no webhook configured")
-	}
 	d := webhook.Request{Version: webhook.Version, Kind: webhook.KindTool, Name: toolName, Arguments: args,
 		Answers: map[string]webhook.Answer{}, Flow: webhook.Flow{ID: "fl_echo", Round: 2}}
 	for k, a := range answers {
