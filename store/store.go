@@ -211,10 +211,10 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 // hasPragma reports whether SQLite options q set the pragma name.
 func hasPragma(q url.Values, name string) bool {
 	for _, p := range q["_pragma"] {
-		if n, _, _ := strings.Cut(p, "("); strings.EqualFold(strings.TrimSpace(n), name) {
-			return true
+		if i := strings.IndexAny(p, "(="); i >= 0 {
+			p = p[:i]
 		}
-		if n, _, _ := strings.Cut(p, "="); strings.EqualFold(strings.TrimSpace(n), name) {
+		if strings.EqualFold(strings.TrimSpace(p), name) {
 			return true
 		}
 	}

@@ -115,12 +115,11 @@ func setup(ctx context.Context, o options, progress io.Writer) (h *harness, err 
 				return h, err
 			}
 		}
-		builds := []struct{ suffix, repo, benchDir string }{{"", o.repo, o.benchDir}}
-		if o.before != "" {
-			builds = append(builds, struct{ suffix, repo, benchDir string }{beforeSuffix, o.before, filepath.Join(o.before, "bench", "peers")})
+		if err := h.setupPlatform(ctx, "", o.repo, o.benchDir, hook, hookAddr, want, byName, progress); err != nil {
+			return h, err
 		}
-		for _, b := range builds {
-			if err := h.setupPlatform(ctx, b.suffix, b.repo, b.benchDir, hook, hookAddr, want, byName, progress); err != nil {
+		if o.before != "" {
+			if err := h.setupPlatform(ctx, beforeSuffix, o.before, filepath.Join(o.before, "bench", "peers"), hook, hookAddr, want, byName, progress); err != nil {
 				return h, err
 			}
 		}
@@ -144,16 +143,12 @@ func setup(ctx context.Context, o options, progress io.Writer) (h *harness, err 
 		tg := &target{Name: role, url: "http://" + addr + "/mcp", serverPID: strconv.Itoa(c.pid()), pprofAddr: pprofAddr}
 		if role == roleEchoHook {
 			// One secret, handed to both ends on their standard input.
-			line, _ := json.Marshal(secretLine{Path: echoHookPath, Secret: randomToken()})
-			var conf secretLine
-			_ = json.Unmarshal(line, &conf)
-			conf.Path = "http://" + hookAddr + echoHookPath
-			confLine, _ := json.Marshal(conf)
-			if _, err := hook.stdin.Write(append(line, '\n')); err != nil {
-				return h, fmt.Errorf("handing the webhook its secret: %w", err)
+			secret := randomToken()
+			if err := hook.hand(secretLine{Path: echoHookPath, Secret: secret}); err != nil {
+				return h, err
 			}
-			if _, err := c.stdin.Write(append(confLine, '\n')); err != nil {
-				return h, fmt.Errorf("handing echo-webhook its webhook: %w", err)
+			if err := c.hand(secretLine{Path: "http://" + hookAddr + echoHookPath, Secret: secret}); err != nil {
+				return h, err
 			}
 			tg.hookPID = strconv.Itoa(hook.pid())
 		}
@@ -234,9 +229,8 @@ func (h *harness) setupPlatform(ctx context.Context, suffix, repo, benchDir stri
 		if secret == "" {
 			return errors.New("registering the tool: no webhookSecret in the answer")
 		}
-		line, _ := json.Marshal(secretLine{Path: t.path, Secret: secret})
-		if _, err := hook.stdin.Write(append(line, '\n')); err != nil {
-			return fmt.Errorf("handing the webhook its secret: %w", err)
+		if err := hook.hand(secretLine{Path: t.path, Secret: secret}); err != nil {
+			return err
 		}
 		tg := &target{Name: t.name, url: url, serverPID: strconv.Itoa(plat.pid()), hookPID: strconv.Itoa(hook.pid()), pprofAddr: pprofAddr}
 		for i := range o.concurrency {

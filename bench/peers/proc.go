@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -22,6 +23,17 @@ type child struct {
 	stdin io.WriteCloser
 	log   string // its standard error, kept in the run's directory
 	done  chan struct{}
+}
+
+// hand writes s to the child's standard input as one line: how a
+// webhook, or echo-webhook, is given a secret without it sitting in an
+// argument list or the environment.
+func (c *child) hand(s secretLine) error {
+	line, _ := json.Marshal(s)
+	if _, err := c.stdin.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("handing %s its secret: %w", c.name, err)
+	}
+	return nil
 }
 
 // startChild starts path with args and env, its standard error to a log
