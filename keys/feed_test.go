@@ -31,14 +31,14 @@ func followFeed(t *testing.T, st *store.Store, poll time.Duration, consumers ...
 }
 
 // fedManager is a local-provider manager whose key store the test
-// controls, refreshing every 50 ms, following st's change feed (polled
-// every 50 ms) with the staleness limit and full check given; stop stops
-// the feed.
-func fedManager(t *testing.T, st *store.Store, staleness, fullCheck time.Duration) (m *keys.Manager, ctl *keys.Backend, f *feed.Follower, stop func()) {
+// controls, refreshing every interval, following st's change feed
+// (polled every interval) with the staleness limit and full check
+// given; stop stops the feed.
+func fedManager(t *testing.T, st *store.Store, interval, staleness, fullCheck time.Duration) (m *keys.Manager, ctl *keys.Backend, f *feed.Follower, stop func()) {
 	t.Helper()
 	m, err := keys.New(keys.Options{
 		Provider: keys.ProviderLocal, Tenants: st.Tenants(), Rings: st.KeyRings(), MasterKey: masterKey(), Logger: quietLog(),
-		Refresh: 50 * time.Millisecond, ClockSkew: 50 * time.Millisecond, Staleness: staleness, FullCheck: fullCheck,
+		Refresh: interval, ClockSkew: 50 * time.Millisecond, Staleness: staleness, FullCheck: fullCheck,
 		NoScheduler: true, Feed: feedClock{&f}, Changes: st.Changes(),
 	})
 	if err != nil {
@@ -47,7 +47,7 @@ func fedManager(t *testing.T, st *store.Store, staleness, fullCheck time.Duratio
 	ctl = keys.ControlBackendForTest(m)
 	m.Start()
 	t.Cleanup(m.Close)
-	f, stop = followFeed(t, st, 50*time.Millisecond, m)
+	f, stop = followFeed(t, st, interval, m)
 	return m, ctl, f, stop
 }
 
@@ -134,7 +134,11 @@ func TestACurrentFeedKeepsRingsFreshWithoutReadingThem(t *testing.T) {
 	ctx := context.Background()
 	st := platformtest.Store(t, platformtest.SQLiteURL(t))
 	acme := addTenant(t, st, "acme", 60)
-	m, ctl, f, stop := fedManager(t, st, 300*time.Millisecond, time.Hour)
+	// The feed counts as current for two intervals after its last read:
+	// intervals long enough that a busy machine's pauses do not make it
+	// look behind (the manager would then read the failing ring, rightly
+	// taking it out of what the feed vouches for).
+	m, ctl, f, stop := fedManager(t, st, 250*time.Millisecond, time.Second, time.Hour)
 	if _, err := m.Codec(ctx, acme); err != nil { // creates the ring
 		t.Fatal(err)
 	}
@@ -150,7 +154,7 @@ func TestACurrentFeedKeepsRingsFreshWithoutReadingThem(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(time.Second) // over three staleness limits
+	time.Sleep(3200 * time.Millisecond) // over three staleness limits
 	if _, err := m.Codec(ctx, acme); err != nil {
 		t.Fatalf("with a current feed the unread ring went stale: %v", err)
 	}
@@ -170,7 +174,7 @@ func TestARingThatCannotBeReadFailsClosedEvenWithTheFeed(t *testing.T) {
 	ctx := context.Background()
 	st := platformtest.Store(t, platformtest.SQLiteURL(t))
 	acme, other := addTenant(t, st, "acme", 60), addTenant(t, st, "other", 60)
-	m, ctl, f, _ := fedManager(t, st, 300*time.Millisecond, 100*time.Millisecond)
+	m, ctl, f, _ := fedManager(t, st, 50*time.Millisecond, 300*time.Millisecond, 100*time.Millisecond)
 	for _, id := range []string{acme, other} {
 		if _, err := m.Codec(ctx, id); err != nil {
 			t.Fatal(err)
@@ -205,7 +209,7 @@ func TestARingThatStopsReadingKeepsItsStalenessLimit(t *testing.T) {
 	ctx := context.Background()
 	st := platformtest.Store(t, platformtest.SQLiteURL(t))
 	acme := addTenant(t, st, "acme", 60)
-	m, ctl, _, _ := fedManager(t, st, 1500*time.Millisecond, time.Second)
+	m, ctl, _, _ := fedManager(t, st, 50*time.Millisecond, 1500*time.Millisecond, time.Second)
 	if _, err := m.Codec(ctx, acme); err != nil {
 		t.Fatal(err)
 	}

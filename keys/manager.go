@@ -488,6 +488,9 @@ func (m *Manager) build(ctx context.Context, rec *Record, ver int64) (*snapshot,
 func (m *Manager) refreshLoop() {
 	t := time.NewTicker(m.opts.Refresh)
 	defer t.Stop()
+	// The first full check is a FullCheck after the start: every ring
+	// held by then was read when it was loaded, or since.
+	m.lastFull = m.now()
 	for {
 		select {
 		case <-m.ctx.Done():
