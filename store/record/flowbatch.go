@@ -33,8 +33,9 @@ import (
 // rows into flows and add their rounds to flow_rounds (on SQLite, a new
 // flow's first rounds go in its row: batchSQL). PostgreSQL gets the rows
 // by binary COPY into a temporary table of the writing session, the
-// values copied as the records hold them; SQLite, in the process, as
-// JSON documents. The database sorts nothing: folding the
+// values copied as the records hold them; SQLite, in the process, as a
+// JSON document of the rows with the rounds' bytes beside it (jsonRows).
+// The database sorts nothing: folding the
 // batch in SQL instead (window functions ranking each flow's rounds)
 // cost SQLite four times the whole write, and PostgreSQL as much of its
 // own cores.
@@ -277,36 +278,38 @@ func (s *Record) writeBatchSQLite(ctx context.Context, first *Statement, recs []
 		if err != nil {
 			return err
 		}
-		// Text, not bytes: SQLite's JSON functions read a blob as its
-		// own binary JSON. A batch of huge questions goes in several
-		// statements, none much over maxBatchDocument.
+		// The documents go as text, not bytes: SQLite's JSON functions
+		// read a blob as its own binary JSON. The new rows' rounds go as
+		// bytes, cut out by place. A batch of huge questions goes in
+		// several statements, none much over maxBatchDocument.
 		stmts := batchStatements[sqldb.SQLite]
 		recorded, err := bb.recorded(tx, stmts.recorded, recs)
 		if err != nil {
 			return err
 		}
 		for start := 0; start < len(bb.merge.flows); {
-			rows := &jsonRows{b: bb.buf[:0], first: bb.first[:0], h: bb.history[:0], scratch: bb.scratch[:0], recorded: recorded}
+			rows := &jsonRows{b: bb.buf[:0], rounds: bb.rounds[:0], h: bb.history[:0], recorded: recorded}
 			n := bb.merge.rows(rows, recs, start, maxBatchDocument)
-			if rows.rows != rows.firsts {
-				// Joined by place, a row without its entry would be dropped.
-				return fmt.Errorf("write flows: %d rows but %d entries of first rounds", rows.rows, rows.firsts)
-			}
-			b, first, h := rows.end()
-			bb.buf, bb.first, bb.scratch = b, first, rows.scratch
+			b, rounds, h := rows.end()
+			bb.buf, bb.rounds = b, rounds
+			// Straight to the transaction: gorm spreads bytes that follow
+			// a parenthesis into an argument each.
+			exec := tx.Statement.ConnPool.ExecContext
 			if h != nil {
 				bb.history = h
-			}
-			if h != nil {
-				if err := tx.Exec(stmts.rounds, next-1, string(h)).Error; err != nil {
+				if _, err := exec(ctx, stmts.rounds, next-1, rounds, string(h)); err != nil {
 					return fmt.Errorf("write flow rounds: %w", err)
 				}
 			}
-			res := tx.Exec(stmts.flows, string(b), string(first), next-1)
-			if res.Error != nil {
-				return fmt.Errorf("write flows: %w", res.Error)
+			res, err := exec(ctx, stmts.flows, string(b), next-1, rounds)
+			if err != nil {
+				return fmt.Errorf("write flows: %w", err)
 			}
-			changed += int(res.RowsAffected)
+			n64, err := res.RowsAffected()
+			if err != nil {
+				return fmt.Errorf("write flows: %w", err)
+			}
+			changed += int(n64)
 			start += n
 		}
 		return nil
@@ -693,26 +696,24 @@ func (c *copyRows) end() []byte {
 	return binary.BigEndian.AppendUint16(c.b, 0xFFFF)
 }
 
-// jsonRows writes rows as the three JSON documents SQLite's statements
-// take apart: the flows' rows (b), an array of rows each an array of a
-// flow's values, fl, key_rounds and trace_rounds; the rounds of each flow
-// not recorded before (first), an array in step with b of JSON strings
-// or nulls, for its new row; and the rounds of flows recorded before (h),
-// rows of id, fl, tenant id and the rounds as a JSON string, for
+// jsonRows writes rows as SQLite's statements take them apart: the
+// flows' rows (b), a JSON array of rows each an array of a flow's values,
+// fl, key_rounds, trace_rounds, and where its new row's rounds are in
+// rounds (from 1) and their length (both null for none); the rounds of
+// every flow (rounds), each flow's JSON array of them one after the
+// other, as they are; and the flows recorded before (h), a JSON array
+// of rows of id, fl, tenant id and where their rounds are, for
 // flow_rounds. The rounds stay out of b's rows because SQLite compares
-// a row's whole text again for each value it reads from it.
+// a row's whole text again for each value it reads from it, and out of
+// any JSON document because there SQLite would parse and unquote them,
+// and the writer quote them, only to store them as they came.
 type jsonRows struct {
-	b, first, h []byte
-	scratch     []byte
+	b, rounds, h []byte
 	// recorded are the flows of the batch recorded before it.
 	recorded map[string]bool
-	// rows and firsts count b's rows and first's entries: the statement
-	// joins them by place, so they must agree.
-	rows, firsts int
 }
 
 func (j *jsonRows) row() {
-	j.rows++
 	if len(j.b) == 0 {
 		j.b = append(j.b, '[')
 	} else {
@@ -755,21 +756,21 @@ func appendJSONNumber(b []byte, typ colType, v int64) []byte {
 }
 
 func (j *jsonRows) history(id, tenant []byte, fl int64, rounds func(yield func([]byte) bool)) {
-	j.firsts++
-	j.first = append(j.first, ',')
-	if len(j.first) == 1 {
-		j.first[0] = '['
-	}
 	if rounds == nil {
-		j.first = append(j.first, "null"...)
+		j.b = append(j.b, ",null,null"...)
 		return
 	}
-	j.scratch = appendHistory(j.scratch[:0], rounds)
-	if !j.recorded[string(id)] && len(j.scratch) <= maxRowRounds {
-		j.first = jsontext.AppendString(j.first, j.scratch)
+	at := len(j.rounds)
+	j.rounds = appendHistory(j.rounds, rounds)
+	place := func(b []byte) []byte {
+		b = strconv.AppendInt(append(b, ','), int64(at+1), 10)
+		return strconv.AppendInt(append(b, ','), int64(len(j.rounds)-at), 10)
+	}
+	if !j.recorded[string(id)] && len(j.rounds)-at <= maxRowRounds {
+		j.b = place(j.b)
 		return
 	}
-	j.first = append(j.first, "null"...)
+	j.b = append(j.b, ",null,null"...)
 	if len(j.h) == 0 {
 		j.h = append(j.h, '[')
 	} else {
@@ -778,14 +779,13 @@ func (j *jsonRows) history(id, tenant []byte, fl int64, rounds func(yield func([
 	j.h = jsontext.AppendString(append(j.h, '['), id)
 	j.h = strconv.AppendInt(append(j.h, ','), fl, 10)
 	j.h = jsontext.AppendString(append(j.h, ','), tenant)
-	j.h = jsontext.AppendString(append(j.h, ','), j.scratch)
-	j.h = append(j.h, ']')
+	j.h = append(place(j.h), ']')
 }
 
-func (j *jsonRows) size() int { return len(j.b) + len(j.first) + len(j.h) }
+func (j *jsonRows) size() int { return len(j.b) + len(j.rounds) + len(j.h) }
 
 // end closes the documents; h is nil when no flow was recorded before.
-func (j *jsonRows) end() (b, first, h []byte) {
+func (j *jsonRows) end() (b, rounds, h []byte) {
 	closeDoc := func(d []byte, tail string) []byte {
 		if len(d) == 0 {
 			return append(d, "[]"...)
@@ -795,7 +795,10 @@ func (j *jsonRows) end() (b, first, h []byte) {
 	if len(j.h) > 0 {
 		h = append(j.h, ']')
 	}
-	return closeDoc(j.b, "]]"), closeDoc(j.first, "]"), h
+	if j.rounds == nil {
+		j.rounds = []byte{} // the driver binds nil bytes as null
+	}
+	return closeDoc(j.b, "]]"), j.rounds, h
 }
 
 // maxRowRounds bounds the rounds a new flow's row holds: a flow's row is
@@ -821,9 +824,10 @@ var maxBatchDocument = 256 << 10
 // one parameter) and add their rounds to flow_rounds (the same
 // parameter). SQLite, in the process, finds which of the batch's flows
 // are recorded already (recorded, from a document of their ids), adds
-// their rounds to flow_rounds (the same parameter, then a document of
-// them, jsonRows' h), and upserts the rows into flows with the others'
-// rounds (the documents b and first, then the same parameter).
+// their rounds to flow_rounds (the same parameter, the rounds' bytes,
+// then the document of where each flow's are, jsonRows' rounds and h),
+// and upserts the rows into flows with the others' rounds (the document
+// b, the same parameter, then the rounds' bytes).
 type batchSQL struct{ create, fill, flows, rounds, recorded string }
 
 var batchStatements = map[sqldb.Dialect]batchSQL{sqldb.SQLite: newBatchSQL(sqldb.SQLite), sqldb.Postgres: newBatchSQL(sqldb.Postgres)}
@@ -870,13 +874,13 @@ func newBatchSQL(d sqldb.Dialect) batchSQL {
 	if d == sqldb.SQLite {
 		// Each row of the batch is made once, as text (MATERIALIZED: a
 		// value taken from json_each's row in place is the row made anew
-		// for each column read), and its first rounds are joined by
-		// place.
-		const rows = "WITH b(k, v) AS MATERIALIZED (SELECT key, value FROM json_each(?)), " +
-			"n(k, r) AS MATERIALIZED (SELECT key, value FROM json_each(?)) "
+		// for each column read). Its first rounds are cut out of the
+		// parameter that follows the seq's, bytes read back as the text
+		// they are; a null place or length cuts out null.
+		const rows = "WITH b(k, v) AS MATERIALIZED (SELECT key, value FROM json_each(?)) "
 		col := func(i int) string {
 			if i == tHistory {
-				return "n.r"
+				return fmt.Sprintf("CAST(substr(?, b.v->>'$[%d]', b.v->>'$[%d]') AS TEXT)", tHistory, tHistory+1)
 			}
 			return fmt.Sprintf("b.v->>'$[%d]'", i)
 		}
@@ -884,8 +888,9 @@ func newBatchSQL(d sqldb.Dialect) batchSQL {
 			// "WHERE true" tells SQLite's parser the ON that follows
 			// starts the upsert.
 			flows: rows + selectFlow(col, "CAST(? AS BIGINT) + "+col(tFl)) +
-				" FROM b JOIN n ON n.k = b.k LEFT JOIN flows f ON f.id = " + col(vID) + " WHERE true" + flowUpsert,
-			rounds:   intoRounds + "value->>'$[0]', CAST(? AS BIGINT) + value->>'$[1]', value->>'$[2]', value->>'$[3]' FROM json_each(?)",
+				" FROM b LEFT JOIN flows f ON f.id = " + col(vID) + " WHERE true" + flowUpsert,
+			rounds: intoRounds + "value->>'$[0]', CAST(? AS BIGINT) + value->>'$[1]', value->>'$[2]', " +
+				"CAST(substr(?, value->>'$[3]', value->>'$[4]') AS TEXT) FROM json_each(?)",
 			recorded: "SELECT j.value FROM json_each(?) j JOIN flows f ON f.id = j.value",
 		}
 	}

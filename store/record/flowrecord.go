@@ -222,11 +222,11 @@ const newer = `excluded.rounds >= flows.rounds AND flows.state <> 'cancelled'`
 // to the system than the encoding took. (A sync.Pool loses it at every
 // collection.)
 type batchBuffer struct {
-	buf                     []byte
-	first, history, scratch []byte // SQLite's other documents, and a flow's rounds before they are quoted
-	ids                     []byte // SQLite's document of the batch's flows
-	recordedIDs             map[string]bool
-	merge                   batchMerge
+	buf             []byte
+	rounds, history []byte // SQLite's flows' rounds, and its document of where those of flows recorded before are
+	ids             []byte // SQLite's document of the batch's flows
+	recordedIDs     map[string]bool
+	merge           batchMerge
 }
 
 // takeBuffer takes the store's batch buffer, or a new one while another
@@ -243,7 +243,7 @@ func (s *Record) takeBuffer() *batchBuffer {
 // giveBuffer gives bb back to s, unless a batch of huge questions grew it
 // past what is worth keeping.
 func (s *Record) giveBuffer(bb *batchBuffer) {
-	if cap(bb.buf)+cap(bb.first)+cap(bb.history)+cap(bb.scratch)+cap(bb.ids) > 16<<20 {
+	if cap(bb.buf)+cap(bb.rounds)+cap(bb.history)+cap(bb.ids) > 16<<20 {
 		return
 	}
 	select {
