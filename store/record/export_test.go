@@ -45,7 +45,7 @@ func BatchStatements(writes []RoundWrite) (int, error) {
 	}
 	stmts := 0
 	for start := 0; start < len(m.flows); stmts++ {
-		start += m.rows(&jsonRows{}, recs, start, maxBatchDocument)
+		start += m.rows(&sqliteRows{}, recs, start, maxBatchDocument)
 	}
 	return stmts, nil
 }

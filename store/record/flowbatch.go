@@ -33,8 +33,9 @@ import (
 // rows into flows and add their rounds to flow_rounds (on SQLite, a new
 // flow's first rounds go in its row: batchSQL). PostgreSQL gets the rows
 // by binary COPY into a temporary table of the writing session, the
-// values copied as the records hold them; SQLite, in the process, as a
-// JSON document of the rows with the rounds' bytes beside it (jsonRows).
+// values copied as the records hold them; SQLite, in the process, as
+// JSON rows framed by their lengths with the rounds' bytes beside them
+// (sqliteRows).
 // The database sorts nothing: folding the
 // batch in SQL instead (window functions ranking each flow's rounds)
 // cost SQLite four times the whole write, and PostgreSQL as much of its
@@ -288,7 +289,7 @@ func (s *Record) writeBatchSQLite(ctx context.Context, first *Statement, recs []
 			return err
 		}
 		for start := 0; start < len(bb.merge.flows); {
-			rows := &jsonRows{b: bb.buf[:0], rounds: bb.rounds[:0], h: bb.history[:0], recorded: recorded}
+			rows := &sqliteRows{b: bb.buf[:0], rounds: bb.rounds[:0], h: bb.history[:0], recorded: recorded}
 			n := bb.merge.rows(rows, recs, start, maxBatchDocument)
 			b, rounds, h := rows.end()
 			bb.buf, bb.rounds = b, rounds
@@ -301,7 +302,7 @@ func (s *Record) writeBatchSQLite(ctx context.Context, first *Statement, recs []
 					return fmt.Errorf("write flow rounds: %w", err)
 				}
 			}
-			res, err := exec(ctx, stmts.flows, string(b), next-1, rounds)
+			res, err := exec(ctx, stmts.flows, b, next-1, rounds)
 			if err != nil {
 				return fmt.Errorf("write flows: %w", err)
 			}
@@ -696,39 +697,62 @@ func (c *copyRows) end() []byte {
 	return binary.BigEndian.AppendUint16(c.b, 0xFFFF)
 }
 
-// jsonRows writes rows as SQLite's statements take them apart: the
-// flows' rows (b), a JSON array of rows each an array of a flow's values,
-// fl, key_rounds, trace_rounds, and where its new row's rounds are in
-// rounds (from 1) and their length (both null for none); the rounds of
-// every flow (rounds), each flow's JSON array of them one after the
-// other, as they are; and the flows recorded before (h), a JSON array
-// of rows of id, fl, tenant id and where their rounds are, for
-// flow_rounds. The rounds stay out of b's rows because SQLite compares
-// a row's whole text again for each value it reads from it, and out of
-// any JSON document because there SQLite would parse and unquote them,
-// and the writer quote them, only to store them as they came.
-type jsonRows struct {
+// sqliteRows writes rows as SQLite's statements take them apart: the
+// flows' rows (b), each a JSON array of a flow's values, fl,
+// key_rounds, trace_rounds, and where its new row's rounds are in
+// rounds (from 1) and their length (both null for none), after its
+// length in rowLength decimal digits; the rounds of every flow (rounds),
+// each flow's JSON array of them one after the other, as they are; and
+// the flows recorded before (h), a JSON array of rows of id, fl, tenant
+// id and where their rounds are, for flow_rounds.
+//
+// The rows are framed by their lengths, not put in one JSON array,
+// because SQLite would parse the whole array (growing its parse by
+// copies) and write each row out again as text to hand it over
+// (json_each): a fifth of the write. The rounds stay out of the rows
+// because SQLite compares a row's whole text again for each value it
+// reads from it, and out of any JSON document because there SQLite
+// would parse and unquote them, and the writer quote them, only to
+// store them as they came.
+type sqliteRows struct {
 	b, rounds, h []byte
 	// recorded are the flows of the batch recorded before it.
 	recorded map[string]bool
+	// rowAt is where the open row's length goes in b, if inRow.
+	rowAt int
+	inRow bool
 }
 
-func (j *jsonRows) row() {
-	if len(j.b) == 0 {
-		j.b = append(j.b, '[')
-	} else {
-		j.b = append(j.b, "],"...)
+// rowLength is the width of a row's length in b, in decimal digits.
+const rowLength = 10
+
+func (j *sqliteRows) row() {
+	j.closeRow()
+	j.rowAt, j.inRow = len(j.b), true
+	j.b = append(append(j.b, make([]byte, rowLength)...), '[')
+}
+
+// closeRow ends b's last row, if any, and writes its length before it.
+func (j *sqliteRows) closeRow() {
+	if !j.inRow {
+		return
 	}
-	j.b = append(j.b, '[')
+	j.b = append(j.b, ']')
+	n := len(j.b) - j.rowAt - rowLength
+	for i := j.rowAt + rowLength - 1; i >= j.rowAt; i-- {
+		j.b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	j.inRow = false
 }
 
-func (j *jsonRows) sep() {
+func (j *sqliteRows) sep() {
 	if c := j.b[len(j.b)-1]; c != '[' {
 		j.b = append(j.b, ',')
 	}
 }
 
-func (j *jsonRows) value(typ colType, v []byte) {
+func (j *sqliteRows) value(typ colType, v []byte) {
 	j.sep()
 	switch {
 	case v == nil:
@@ -740,7 +764,7 @@ func (j *jsonRows) value(typ colType, v []byte) {
 	}
 }
 
-func (j *jsonRows) number(typ colType, v int64) {
+func (j *sqliteRows) number(typ colType, v int64) {
 	j.sep()
 	j.b = appendJSONNumber(j.b, typ, v)
 }
@@ -755,7 +779,7 @@ func appendJSONNumber(b []byte, typ colType, v int64) []byte {
 	return strconv.AppendInt(b, v, 10)
 }
 
-func (j *jsonRows) history(id, tenant []byte, fl int64, rounds func(yield func([]byte) bool)) {
+func (j *sqliteRows) history(id, tenant []byte, fl int64, rounds func(yield func([]byte) bool)) {
 	if rounds == nil {
 		j.b = append(j.b, ",null,null"...)
 		return
@@ -782,23 +806,21 @@ func (j *jsonRows) history(id, tenant []byte, fl int64, rounds func(yield func([
 	j.h = append(place(j.h), ']')
 }
 
-func (j *jsonRows) size() int { return len(j.b) + len(j.rounds) + len(j.h) }
+func (j *sqliteRows) size() int { return len(j.b) + len(j.rounds) + len(j.h) }
 
 // end closes the documents; h is nil when no flow was recorded before.
-func (j *jsonRows) end() (b, rounds, h []byte) {
-	closeDoc := func(d []byte, tail string) []byte {
-		if len(d) == 0 {
-			return append(d, "[]"...)
-		}
-		return append(d, tail...)
-	}
+func (j *sqliteRows) end() (b, rounds, h []byte) {
 	if len(j.h) > 0 {
 		h = append(j.h, ']')
 	}
 	if j.rounds == nil {
 		j.rounds = []byte{} // the driver binds nil bytes as null
 	}
-	return closeDoc(j.b, "]]"), j.rounds, h
+	j.closeRow()
+	if j.b == nil {
+		j.b = []byte{}
+	}
+	return j.b, j.rounds, h
 }
 
 // maxRowRounds bounds the rounds a new flow's row holds: a flow's row is
@@ -825,9 +847,9 @@ var maxBatchDocument = 256 << 10
 // parameter). SQLite, in the process, finds which of the batch's flows
 // are recorded already (recorded, from a document of their ids), adds
 // their rounds to flow_rounds (the same parameter, the rounds' bytes,
-// then the document of where each flow's are, jsonRows' rounds and h),
-// and upserts the rows into flows with the others' rounds (the document
-// b, the same parameter, then the rounds' bytes).
+// then the document of where each flow's are, sqliteRows' rounds and h),
+// and upserts the rows into flows with the others' rounds (the framed
+// rows b, the same parameter, then the rounds' bytes).
 type batchSQL struct{ create, fill, flows, rounds, recorded string }
 
 var batchStatements = map[sqldb.Dialect]batchSQL{sqldb.SQLite: newBatchSQL(sqldb.SQLite), sqldb.Postgres: newBatchSQL(sqldb.Postgres)}
@@ -872,23 +894,27 @@ func newBatchSQL(d sqldb.Dialect) batchSQL {
 		return b.String()
 	}
 	if d == sqldb.SQLite {
-		// Each row of the batch is made once, as text (MATERIALIZED: a
-		// value taken from json_each's row in place is the row made anew
-		// for each column read). Its first rounds are cut out of the
-		// parameter that follows the seq's, bytes read back as the text
-		// they are; a null place or length cuts out null.
-		const rows = "WITH b(k, v) AS MATERIALIZED (SELECT key, value FROM json_each(?)) "
+		// The rows are cut out of the first parameter one after the
+		// other, each from its length (the table's first row, the
+		// recursion's seed, is null), and kept as text: a recursive table is stored, so
+		// each is made once, not for each column read. A flow's first
+		// rounds are cut out of the third, bytes read back as the text
+		// they are; a null place or length cuts out null. Parameters are
+		// numbered: the first is read in several places.
+		rows := fmt.Sprintf("WITH RECURSIVE b(at, v) AS (SELECT 1, NULL UNION ALL "+
+			"SELECT at + %[1]d + CAST(substr(?1, at, %[1]d) AS INTEGER), "+
+			"CAST(substr(?1, at + %[1]d, CAST(substr(?1, at, %[1]d) AS INTEGER)) AS TEXT) FROM b WHERE at <= length(?1)) ", rowLength)
 		col := func(i int) string {
 			if i == tHistory {
-				return fmt.Sprintf("CAST(substr(?, b.v->>'$[%d]', b.v->>'$[%d]') AS TEXT)", tHistory, tHistory+1)
+				return fmt.Sprintf("CAST(substr(?3, b.v->>'$[%d]', b.v->>'$[%d]') AS TEXT)", tHistory, tHistory+1)
 			}
 			return fmt.Sprintf("b.v->>'$[%d]'", i)
 		}
 		return batchSQL{
 			// "WHERE true" tells SQLite's parser the ON that follows
 			// starts the upsert.
-			flows: rows + selectFlow(col, "CAST(? AS BIGINT) + "+col(tFl)) +
-				" FROM b LEFT JOIN flows f ON f.id = " + col(vID) + " WHERE true" + flowUpsert,
+			flows: rows + selectFlow(col, "CAST(?2 AS BIGINT) + "+col(tFl)) +
+				" FROM b LEFT JOIN flows f ON f.id = " + col(vID) + " WHERE b.v IS NOT NULL" + flowUpsert,
 			rounds: intoRounds + "value->>'$[0]', CAST(? AS BIGINT) + value->>'$[1]', value->>'$[2]', " +
 				"CAST(substr(?, value->>'$[3]', value->>'$[4]') AS TEXT) FROM json_each(?)",
 			recorded: "SELECT j.value FROM json_each(?) j JOIN flows f ON f.id = j.value",
