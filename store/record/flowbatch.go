@@ -833,12 +833,13 @@ const maxRowRounds = 2 << 10
 // maxBatchDocument bounds one SQLite statement's share of a batch. A
 // round records the questions a tenant's webhook asked, which may be
 // megabytes: a batch of large rounds is sent in several statements, so
-// none needs its whole batch in one document. A statement's cost also
-// grows faster than its rows: a full batch (2,048 rounds, about 680
-// flows) in one statement cost 143–153 CPU-µs a flow, in statements of
-// at most 256 KiB 108–112 (BenchmarkWriteRounds, interleaved), while a
-// batch of about 170 flows, one statement either way, costs the same.
-var maxBatchDocument = 256 << 10
+// none needs its whole batch at once. Each statement is parsed anew (the
+// driver keeps no prepared statement), so fewer are cheaper; while the
+// rows went as one JSON array, a larger one cost more than it saved
+// (json_each's parse grew by copies). In BenchmarkWriteRounds,
+// interleaved, CPU-µs a flow at 512 and 2,048 rounds: at most 256 KiB,
+// 91–106 and 80–89; 1 MiB, 88–95 and 74–87; 8 MiB, 95–119 and 75–79.
+var maxBatchDocument = 1 << 20
 
 // batchSQL is a dialect's statements for one batch. On PostgreSQL:
 // create the session's flow_batch if it has none, fill it by COPY,
