@@ -403,9 +403,10 @@ func TestExpiryAndRetention(t *testing.T) {
 // carries something awkward (quotes, backslashes, SQL, JSON and control
 // characters, non-ASCII, nil and non-nil times with sub-second parts,
 // large integers) and reads them back field for field, on both dialects:
-// the rows travel by binary COPY (PostgreSQL) or as a JSON document the
-// database takes apart (SQLite), and no value may change on the way but
-// a NUL or invalid UTF-8, which the databases do not keep.
+// the rows travel by binary COPY (PostgreSQL) or as framed JSON rows
+// the database takes apart (SQLite), the rounds beside them in the row
+// or in flow_rounds, and no value may change on the way but a NUL or
+// invalid UTF-8, which the databases do not keep.
 func TestAFlowRowReadsBackExactlyAsWritten(t *testing.T) {
 	ctx := context.Background()
 	awkward := []string{
@@ -423,6 +424,7 @@ func TestAFlowRowReadsBackExactlyAsWritten(t *testing.T) {
 			t0 := time.Date(2026, 12, 3, 15, 4, 5, 123456999, time.UTC)
 			var want []record.Flow
 			var writes []record.RoundWrite
+			var askedWant []json.RawMessage
 			for i, s := range awkward {
 				// A NUL, and each byte that is not UTF-8, is recorded as
 				// U+FFFD: neither database keeps a NUL in text (PostgreSQL
@@ -443,8 +445,16 @@ func TestAFlowRowReadsBackExactlyAsWritten(t *testing.T) {
 					}
 					return f
 				}
+				// Odd flows ask a small question, so their round goes in
+				// their row; even ones the deep one, which goes to
+				// flow_rounds. Both carry the awkward text.
+				q := asked
+				if i%2 == 1 {
+					q, _ = json.Marshal([]map[string]string{{"message": s}})
+				}
 				writes = append(writes, record.RoundWrite{Flow: flow(s),
-					Round: record.Round{N: 3, ServerUS: 1<<40 + int64(i), ClientWaitUS: 1<<50 + int64(i), Asked: asked}})
+					Round: record.Round{N: 3, ServerUS: 1<<40 + int64(i), ClientWaitUS: 1<<50 + int64(i), Asked: q, Message: s}})
+				askedWant = append(askedWant, q)
 				f := flow(recorded)
 				f.Rounds, f.ServerUS, f.ClientWaitUS = 3, 1<<40+int64(i), 1<<50+int64(i)
 				cut := func(t time.Time) time.Time { return t.Truncate(time.Microsecond) }
@@ -458,7 +468,7 @@ func TestAFlowRowReadsBackExactlyAsWritten(t *testing.T) {
 			if _, err := st.WriteRounds(ctx, writes); err != nil {
 				t.Fatal(err)
 			}
-			for _, w := range want {
+			for i, w := range want {
 				got, rounds, err := st.Get(ctx, w.ID)
 				if err != nil {
 					t.Fatalf("%q: %v", w.ID, err)
@@ -467,7 +477,8 @@ func TestAFlowRowReadsBackExactlyAsWritten(t *testing.T) {
 				if !flowsEqual(*got, w) {
 					t.Errorf("read back\n got %+v\nwant %+v", *got, w)
 				}
-				if len(rounds) != 1 || !bytes.Equal(rounds[0].Asked, asked) || rounds[0].ServerUS != w.ServerUS {
+				if len(rounds) != 1 || !bytes.Equal(rounds[0].Asked, askedWant[i]) || rounds[0].ServerUS != w.ServerUS ||
+					rounds[0].Message != w.Detail {
 					t.Errorf("%q: rounds read back wrong (%d rounds)", w.ID, len(rounds))
 				}
 			}
