@@ -32,7 +32,7 @@ func SetMaxBatchDocument(n int) (restore func()) {
 	return func() { maxBatchDocument = old }
 }
 
-// BatchStatements is how many statements fill a batch's table on
+// BatchStatements is how many statements write a batch's flows on
 // SQLite.
 func BatchStatements(writes []RoundWrite) (int, error) {
 	recs := make([][]byte, len(writes))

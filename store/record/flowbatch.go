@@ -279,10 +279,12 @@ func (s *Record) writeBatchSQLite(ctx context.Context, first *Statement, recs []
 		if err != nil {
 			return err
 		}
-		// The documents go as text, not bytes: SQLite's JSON functions
-		// read a blob as its own binary JSON. The new rows' rounds go as
-		// bytes, cut out by place. A batch of huge questions goes in
-		// several statements, none much over maxBatchDocument.
+		// The rows and the rounds go as bytes, cut out by place (the
+		// rows by their framing, the rounds by where each row says its
+		// are); only h, the rounds' places for flow_rounds, goes as a
+		// JSON document, as text (SQLite 3.45 and later read a blob as
+		// binary JSON). A batch of huge questions goes in several
+		// statements, none much over maxBatchDocument.
 		stmts := batchStatements[sqldb.SQLite]
 		recorded, err := bb.recorded(tx, stmts.recorded, recs)
 		if err != nil {
@@ -294,7 +296,9 @@ func (s *Record) writeBatchSQLite(ctx context.Context, first *Statement, recs []
 			b, rounds, h := rows.end()
 			bb.buf, bb.rounds = b, rounds
 			// Straight to the transaction: gorm spreads bytes that follow
-			// a parenthesis into an argument each.
+			// a parenthesis into an argument each. (So these two
+			// statements have no span of gorm's telemetry plugin; the
+			// write's own span covers them.)
 			exec := tx.Statement.ConnPool.ExecContext
 			if h != nil {
 				bb.history = h
@@ -700,11 +704,12 @@ func (c *copyRows) end() []byte {
 // sqliteRows writes rows as SQLite's statements take them apart: the
 // flows' rows (b), each a JSON array of a flow's values, fl,
 // key_rounds, trace_rounds, and where its new row's rounds are in
-// rounds (from 1) and their length (both null for none), after its
-// length in rowLength decimal digits; the rounds of every flow (rounds),
-// each flow's JSON array of them one after the other, as they are; and
-// the flows recorded before (h), a JSON array of rows of id, fl, tenant
-// id and where their rounds are, for flow_rounds.
+// rounds (from 1) and their length (both null when the row holds none),
+// after its length in rowLength decimal digits; the rounds of every flow
+// (rounds), each flow's JSON array of them one after the other, as they
+// are; and the flows whose rounds go to flow_rounds (h: those recorded
+// before, and new ones whose rounds exceed maxRowRounds), a JSON array
+// of rows of id, fl, tenant id and where their rounds are.
 //
 // The rows are framed by their lengths, not put in one JSON array,
 // because SQLite would parse the whole array (growing its parse by
@@ -790,6 +795,8 @@ func (j *sqliteRows) history(id, tenant []byte, fl int64, rounds func(yield func
 		b = strconv.AppendInt(append(b, ','), int64(at+1), 10)
 		return strconv.AppendInt(append(b, ','), int64(len(j.rounds)-at), 10)
 	}
+	// id is as stored (a record's text is made valid UTF-8 as it is
+	// encoded), so it is found among the ids recorded gives back.
 	if !j.recorded[string(id)] && len(j.rounds)-at <= maxRowRounds {
 		j.b = place(j.b)
 		return
@@ -808,18 +815,14 @@ func (j *sqliteRows) history(id, tenant []byte, fl int64, rounds func(yield func
 
 func (j *sqliteRows) size() int { return len(j.b) + len(j.rounds) + len(j.h) }
 
-// end closes the documents; h is nil when no flow was recorded before.
+// end closes the documents; h is nil when no flow's rounds go to
+// flow_rounds. (rounds is nil when no flow has any: bound as null, it
+// cuts out null for every row, as their null places do.)
 func (j *sqliteRows) end() (b, rounds, h []byte) {
 	if len(j.h) > 0 {
 		h = append(j.h, ']')
 	}
-	if j.rounds == nil {
-		j.rounds = []byte{} // the driver binds nil bytes as null
-	}
 	j.closeRow()
-	if j.b == nil {
-		j.b = []byte{}
-	}
 	return j.b, j.rounds, h
 }
 
@@ -834,11 +837,12 @@ const maxRowRounds = 2 << 10
 // round records the questions a tenant's webhook asked, which may be
 // megabytes: a batch of large rounds is sent in several statements, so
 // none needs its whole batch at once. Each statement is parsed anew (the
-// driver keeps no prepared statement), so fewer are cheaper; while the
-// rows went as one JSON array, a larger one cost more than it saved
-// (json_each's parse grew by copies). In BenchmarkWriteRounds,
-// interleaved, CPU-µs a flow at 512 and 2,048 rounds: at most 256 KiB,
-// 91–106 and 80–89; 1 MiB, 88–95 and 74–87; 8 MiB, 95–119 and 75–79.
+// driver keeps no prepared statement), so a few larger ones beat many
+// small ones, up to a point; while the rows went as one JSON array, a
+// larger one cost more than it saved (json_each's parse doubled its node
+// array, copying it each time). In BenchmarkWriteRounds, interleaved,
+// CPU-µs a flow at 512 and 2,048 rounds: at most 256 KiB, 91–106 and
+// 80–89; 1 MiB, 88–95 and 74–87; 8 MiB, 96–119 and 75–79.
 var maxBatchDocument = 1 << 20
 
 // batchSQL is a dialect's statements for one batch. On PostgreSQL:
@@ -896,12 +900,14 @@ func newBatchSQL(d sqldb.Dialect) batchSQL {
 	}
 	if d == sqldb.SQLite {
 		// The rows are cut out of the first parameter one after the
-		// other, each from its length (the table's first row, the
-		// recursion's seed, is null), and kept as text: a recursive table is stored, so
-		// each is made once, not for each column read. A flow's first
-		// rounds are cut out of the third, bytes read back as the text
-		// they are; a null place or length cuts out null. Parameters are
-		// numbered: the first is read in several places.
+		// other, each from its length (the recursion's seed row, whose v
+		// is null, is left out by the WHERE), as text: each row's v is
+		// computed once, as the recursion makes it, not again for each
+		// column read. A flow's first rounds are cut out of the third,
+		// bytes read back as the text they are (the database is UTF-8,
+		// SQLite's default, which the store never changes); a null place
+		// or length cuts out null. Parameters are numbered: the first is
+		// read in several places.
 		rows := fmt.Sprintf("WITH RECURSIVE b(at, v) AS (SELECT 1, NULL UNION ALL "+
 			"SELECT at + %[1]d + CAST(substr(?1, at, %[1]d) AS INTEGER), "+
 			"CAST(substr(?1, at + %[1]d, CAST(substr(?1, at, %[1]d) AS INTEGER)) AS TEXT) FROM b WHERE at <= length(?1)) ", rowLength)
@@ -912,8 +918,9 @@ func newBatchSQL(d sqldb.Dialect) batchSQL {
 			return fmt.Sprintf("b.v->>'$[%d]'", i)
 		}
 		return batchSQL{
-			// "WHERE true" tells SQLite's parser the ON that follows
-			// starts the upsert.
+			// A WHERE before the upsert is required as well: without
+			// one, SQLite's parser would read the ON that follows as the
+			// join's.
 			flows: rows + selectFlow(col, "CAST(?2 AS BIGINT) + "+col(tFl)) +
 				" FROM b LEFT JOIN flows f ON f.id = " + col(vID) + " WHERE b.v IS NOT NULL" + flowUpsert,
 			rounds: intoRounds + "value->>'$[0]', CAST(? AS BIGINT) + value->>'$[1]', value->>'$[2]', " +

@@ -223,7 +223,7 @@ const newer = `excluded.rounds >= flows.rounds AND flows.state <> 'cancelled'`
 // collection.)
 type batchBuffer struct {
 	buf             []byte
-	rounds, history []byte // SQLite's flows' rounds, and its document of where those of flows recorded before are
+	rounds, history []byte // SQLite's flows' rounds, and its document of where those bound for flow_rounds are
 	ids             []byte // SQLite's document of the batch's flows
 	recordedIDs     map[string]bool
 	merge           batchMerge

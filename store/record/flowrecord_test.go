@@ -414,7 +414,8 @@ func TestAFlowRowReadsBackExactlyAsWritten(t *testing.T) {
 		"tab\tnew\nline\x01", "nul\x00byte", "ünïcødé ✓ 日本", `$[0]`, ``, "bad\xffutf-8\xc3\x28\xe2\x82",
 	}
 	// A question as deeply nested as a tenant may make it: the rounds
-	// travel as text, so no database JSON parser meets its depth.
+	// travel as bytes, stored as they are, so no database JSON parser
+	// meets its depth.
 	asked := json.RawMessage(strings.Repeat(`[`, 3000) + `"deep \"'"` + strings.Repeat(`]`, 3000))
 	for _, d := range platformtest.Dialects() {
 		t.Run(d.Name, func(t *testing.T) {
@@ -482,6 +483,23 @@ func TestAFlowRowReadsBackExactlyAsWritten(t *testing.T) {
 					t.Errorf("%q: rounds read back wrong (%d rounds)", w.ID, len(rounds))
 				}
 			}
+			// A second round to each flow, in a batch of its own, joins
+			// the first: a flow is known as recorded whatever its id
+			// holds (an id of invalid UTF-8 is kept cleaned).
+			for i := range writes {
+				writes[i].Round.N, writes[i].Flow.Rounds = 4, 4
+				writes[i].Round.Message = "second " + writes[i].Round.Message
+			}
+			if _, err := st.WriteRounds(ctx, writes); err != nil {
+				t.Fatal(err)
+			}
+			for i, w := range want {
+				_, rounds, err := st.Get(ctx, w.ID)
+				if err != nil || len(rounds) != 2 || !bytes.Equal(rounds[0].Asked, askedWant[i]) ||
+					rounds[1].Message != "second "+w.Detail {
+					t.Errorf("%q: after a second round, %d rounds read back (%v), want both", w.ID, len(rounds), err)
+				}
+			}
 		})
 	}
 }
@@ -502,11 +520,12 @@ func flowsEqual(a, b record.Flow) bool {
 }
 
 // TestABatchOfLargeRoundsIsWrittenInSeveralStatements writes a batch
-// whose rounds (questions of a few hundred kilobytes each, full of what
-// JSON escapes) add up to several times the size one statement may carry,
-// and reads every flow's rounds back whole: a batch too large for one
-// SQLite statement is split, never refused (which would drop every
-// tenant's rounds in it); PostgreSQL's COPY streams it.
+// whose rounds (questions of about 100 KiB each, full of what JSON
+// escapes, and each flow's its own) add up to several times the size one
+// statement may carry (a quarter of the default here, so the test stays
+// small), and reads every flow's rounds back whole and its own: a batch
+// too large for one SQLite statement is split, never refused (which
+// would drop every tenant's rounds in it); PostgreSQL's COPY streams it.
 func TestABatchOfLargeRoundsIsWrittenInSeveralStatements(t *testing.T) {
 	ctx := context.Background()
 	defer record.SetMaxBatchDocument(256 << 10)()
@@ -517,7 +536,7 @@ func TestABatchOfLargeRoundsIsWrittenInSeveralStatements(t *testing.T) {
 			var writes []record.RoundWrite
 			for i := range 8 {
 				w := round(fmt.Sprintf("fl_big%02d", i), 1, record.AwaitingInput, time.Now())
-				w.Round.Asked = big
+				w.Round.Asked = slices.Concat(json.RawMessage(fmt.Sprintf(`[%d,`, i)), big, json.RawMessage(`]`))
 				writes = append(writes, w)
 			}
 			if n, err := record.BatchStatements(writes); err != nil || n < 3 {
@@ -528,7 +547,7 @@ func TestABatchOfLargeRoundsIsWrittenInSeveralStatements(t *testing.T) {
 			}
 			for _, w := range writes {
 				_, rounds, err := st.Get(ctx, w.Flow.ID)
-				if err != nil || len(rounds) != 1 || !bytes.Equal(rounds[0].Asked, big) {
+				if err != nil || len(rounds) != 1 || !bytes.Equal(rounds[0].Asked, w.Round.Asked) {
 					t.Fatalf("%s: %v, %d rounds", w.Flow.ID, err, len(rounds))
 				}
 			}
@@ -768,8 +787,15 @@ func TestABatchSplitAcrossStatementsMixesNewAndRecordedFlows(t *testing.T) {
 			var first, batch []record.RoundWrite
 			for i := range n {
 				old, fresh := fmt.Sprintf("fl_old%03d", i), fmt.Sprintf("fl_new%03d", i)
-				first = append(first, round(old, 1, record.AwaitingInput, t0))
-				batch = append(batch, round(old, 2, record.Completed, t0.Add(time.Second)), round(fresh, 1, record.AwaitingInput, t0.Add(time.Second)))
+				// Each round says whose and which it is, so one read back
+				// from another flow's place shows.
+				said := func(w record.RoundWrite) record.RoundWrite {
+					w.Round.Message = fmt.Sprintf("%s/%d", w.Flow.ID, w.Round.N)
+					return w
+				}
+				first = append(first, said(round(old, 1, record.AwaitingInput, t0)))
+				batch = append(batch, said(round(old, 2, record.Completed, t0.Add(time.Second))),
+					said(round(fresh, 1, record.AwaitingInput, t0.Add(time.Second))))
 			}
 			if _, err := st.WriteRounds(ctx, first); err != nil {
 				t.Fatal(err)
@@ -807,8 +833,8 @@ func TestABatchSplitAcrossStatementsMixesNewAndRecordedFlows(t *testing.T) {
 						t.Fatalf("%s: state %s, %d rounds; want %s and %d", c.id, f.State, len(rounds), c.state, c.rounds)
 					}
 					for r, got := range rounds {
-						if got.N != r+1 {
-							t.Fatalf("%s: round %d is numbered %d", c.id, r+1, got.N)
+						if got.N != r+1 || got.Message != fmt.Sprintf("%s/%d", c.id, r+1) {
+							t.Fatalf("%s: round %d is numbered %d and says %q", c.id, r+1, got.N, got.Message)
 						}
 					}
 				}
