@@ -851,8 +851,9 @@ var maxBatchDocument = 1 << 20
 // one parameter) and add their rounds to flow_rounds (the same
 // parameter). SQLite, in the process, finds which of the batch's flows
 // are recorded already (recorded, from a document of their ids), adds
-// their rounds to flow_rounds (the same parameter, the rounds' bytes,
-// then the document of where each flow's are, sqliteRows' rounds and h),
+// their rounds, and new flows' too large for a row, to flow_rounds (the
+// same parameter, the rounds' bytes, then the document of where each
+// flow's are: sqliteRows' rounds and h),
 // and upserts the rows into flows with the others' rounds (the framed
 // rows b, the same parameter, then the rounds' bytes).
 type batchSQL struct{ create, fill, flows, rounds, recorded string }

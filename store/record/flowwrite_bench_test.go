@@ -19,16 +19,40 @@ import (
 // (the question asked, the principal, the client, the webhook's
 // outcome). It reports the cost per flow; the record grows as it runs,
 // as it does in service.
+//
+// In the "answered later" runs each flow's answer comes a batch after its
+// question, as it does when a person answers (seconds, not the
+// benchmark's milliseconds): a batch carries the new flows' first rounds
+// and the rounds of flows recorded by the batch before.
 func BenchmarkWriteRounds(b *testing.B) {
 	ctx := context.Background()
 	for _, d := range platformtest.Dialects() {
-		for _, size := range []int{512, 2048} {
-			b.Run(fmt.Sprintf("%s/batch=%d", d.Name, size), func(b *testing.B) {
+		for _, run := range []struct {
+			size  int
+			later bool
+		}{{512, false}, {2048, false}, {512, true}} {
+			name := fmt.Sprintf("%s/batch=%d", d.Name, run.size)
+			if run.later {
+				name += "/answered-later"
+			}
+			size := run.size
+			b.Run(name, func(b *testing.B) {
 				st := platformtest.Store(b, d.New(b)).Record()
+				var answers []record.RoundWrite // the last batch's flows' later rounds
 				batch := func() []record.RoundWrite {
 					ws := make([]record.RoundWrite, 0, size)
-					for len(ws)+3 <= size {
-						ws = append(ws, twoRoundFlow(mrtr.NewFlowID(), time.Now())...)
+					if !run.later {
+						for len(ws)+3 <= size {
+							ws = append(ws, twoRoundFlow(mrtr.NewFlowID(), time.Now())...)
+						}
+						return ws
+					}
+					ws = append(ws, answers...)
+					answers = answers[:0]
+					for range size / 3 {
+						f := twoRoundFlow(mrtr.NewFlowID(), time.Now())
+						ws = append(ws, f[0])
+						answers = append(answers, f[1:]...)
 					}
 					return ws
 				}
