@@ -166,3 +166,50 @@ func TestARingTheSchedulerCannotReadWaitsBehindTheOthers(t *testing.T) {
 		t.Fatalf("due after the retry time: %+v %v", due, err)
 	}
 }
+
+// TestTenantsAnEarlierVersionCreatedAreScheduled: a replica of an
+// earlier version creates tenants without a due time. The scheduler's
+// first look, at the start, finds every such tenant, however old; later
+// looks, a full check apart, read only the tenants created since the
+// last, with an hour's slack for a writer whose clock is behind: so one
+// created since, or stamped half an hour early, gets its ring, and one
+// stamped three hours early is not read (the next replica's start finds
+// it).
+func TestTenantsAnEarlierVersionCreatedAreScheduled(t *testing.T) {
+	url := platformtest.SQLiteURL(t)
+	platformtest.Store(t, url) // the schema
+	db := platformtest.SQL(t, url)
+	c := newClock()
+	insert := func(id string, at time.Time) {
+		db.Exec(t, `INSERT INTO tenants (id, slug, display_name, settings, version, catalogue_version, created_at, updated_at)
+			VALUES (?, ?, 'Earlier', '{}', 1, 1, ?, ?)`, id, id, at.UTC(), at.UTC())
+	}
+	scheduled := func(id string) bool {
+		return len(db.Rows(t, "SELECT tenant_id FROM key_schedule WHERE tenant_id = ?", id)) == 1
+	}
+	insert("tn_years", c.Now().Add(-3*365*24*time.Hour))
+	m, _ := controlledManager(t, url, masterKey(), c)
+	keys.RefreshAllForTest(m)
+	c.Add(m.Margin())
+	schedule(t, m)
+	if !scheduled("tn_years") || phase(t, m, "tn_years") != keys.PhaseSteady {
+		t.Fatal("the first look did not schedule a tenant created years ago")
+	}
+	insert("tn_since", c.Now())
+	insert("tn_skewed", c.Now().Add(-30*time.Minute))
+	insert("tn_outside", c.Now().Add(-3*time.Hour))
+	schedule(t, m) // within a full check of the first look: no look
+	if scheduled("tn_since") {
+		t.Fatal("a look came before a full check had passed")
+	}
+	c.Add(10 * time.Minute)
+	schedule(t, m)
+	for _, id := range []string{"tn_since", "tn_skewed"} {
+		if !scheduled(id) || phase(t, m, id) != keys.PhaseSteady {
+			t.Fatalf("%s, created since the last look, was not scheduled", id)
+		}
+	}
+	if scheduled("tn_outside") {
+		t.Fatal("a later look read a tenant created before its window: it reads every tenant")
+	}
+}

@@ -49,8 +49,15 @@ func (m *Manager) Schedule(ctx context.Context) error {
 		m.log.Debug("key rotation paused", "reason", "the key store answers again; waiting out the propagation margin", "resumes_in", wait)
 		return nil
 	}
-	if now := m.now(); now.Sub(time.Unix(0, m.lastBackfill.Load())) >= m.opts.FullCheck {
-		if n, err := m.opts.Tenants.ScheduleUnscheduled(ctx, now); err != nil {
+	if now, last := m.now(), m.lastBackfill.Load(); now.Sub(time.Unix(0, last)) >= m.opts.FullCheck {
+		// The first look (at the start) reads every tenant; later ones
+		// only those created since the last, and backfillSlack before
+		// it, for clocks that differ and creations committed late.
+		var since time.Time
+		if last != 0 {
+			since = time.Unix(0, last).Add(-backfillSlack)
+		}
+		if n, err := m.opts.Tenants.ScheduleUnscheduled(ctx, now, since); err != nil {
 			return err
 		} else if n > 0 {
 			m.log.Info("key rings scheduled for tenants that had no due time", "tenants", n)
@@ -94,6 +101,13 @@ const (
 // scheduleRetry is how long a ring the scheduler could not read or
 // advance waits before it is tried again.
 const scheduleRetry = time.Minute
+
+// backfillSlack widens each look for tenants without a due time past the
+// last one: a tenant's created_at is its writer's clock, which may be
+// behind ours, and its transaction may commit a while after it. An hour
+// is far beyond both; a tenant outside it still gets a due time at the
+// next replica's start, whose first look reads every tenant.
+const backfillSlack = time.Hour
 
 // noRingRecheck is when a tenant without a ring (auto-creation off) or
 // with a refused one is looked at again; an admin's write schedules it

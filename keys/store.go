@@ -15,7 +15,7 @@ type Tenants interface {
 	KeysDue(ctx context.Context, now time.Time, limit int) ([]store.Tenant, error)
 	SetKeysDue(ctx context.Context, tenantID string, version int64, at time.Time) (bool, error)
 	PostponeKeys(ctx context.Context, tenantID string, at time.Time) error
-	ScheduleUnscheduled(ctx context.Context, now time.Time) (int64, error)
+	ScheduleUnscheduled(ctx context.Context, now, since time.Time) (int64, error)
 }
 
 // RingStore keeps the local provider's sealed rings (store.Store's

@@ -58,13 +58,20 @@ func (s Tenants) PostponeKeys(ctx context.Context, tenantID string, at time.Time
 	return nil
 }
 
-// ScheduleUnscheduled makes due now the key rings of tenants that have no
-// due time (created by a replica of an earlier version), and says how
-// many. It reads every tenant: the scheduler calls it minutes apart.
-func (s Tenants) ScheduleUnscheduled(ctx context.Context, now time.Time) (int64, error) {
-	res := s.db.WithContext(ctx).Exec(`INSERT INTO key_schedule (tenant_id, due_at, ring_version)
-		SELECT id, ?, 0 FROM tenants WHERE NOT EXISTS (SELECT 1 FROM key_schedule k WHERE k.tenant_id = tenants.id)
-		ON CONFLICT (tenant_id) DO NOTHING`, now.UTC())
+// ScheduleUnscheduled makes due now the key rings of tenants created at
+// since or later that have no due time (a replica of an earlier version
+// created them), and says how many. A zero since looks at every tenant;
+// otherwise only those created since are read (by tenants_created), so
+// a look minutes apart costs what the new tenants do, not the registry.
+func (s Tenants) ScheduleUnscheduled(ctx context.Context, now, since time.Time) (int64, error) {
+	q := `INSERT INTO key_schedule (tenant_id, due_at, ring_version)
+		SELECT id, ?, 0 FROM tenants WHERE NOT EXISTS (SELECT 1 FROM key_schedule k WHERE k.tenant_id = tenants.id)`
+	args := []any{now.UTC()}
+	if !since.IsZero() {
+		q += ` AND created_at >= ?`
+		args = append(args, since.UTC())
+	}
+	res := s.db.WithContext(ctx).Exec(q+` ON CONFLICT (tenant_id) DO NOTHING`, args...)
 	if res.Error != nil {
 		return 0, fmt.Errorf("schedule key rings: %w", res.Error)
 	}

@@ -111,15 +111,24 @@ func TestADueTimeFromAnOlderRingNeverReplacesANewerOne(t *testing.T) {
 			if n := platformtest.SQL(t, url).Rows(t, "SELECT tenant_id FROM key_schedule"); len(n) != 0 {
 				t.Fatalf("rows for a deleted tenant: %v", n)
 			}
-			// Tenants without a due time (an earlier version created them).
+			// Tenants without a due time (an earlier version created
+			// them): one created now, one two hours ago, one three. A look
+			// since an hour ago finds only the first, once; one since two
+			// hours ago the second (created at that very time); a look at
+			// every tenant the last, once.
 			db := platformtest.SQL(t, url)
-			db.Exec(t, `INSERT INTO tenants (id, slug, display_name, settings, version, catalogue_version, created_at, updated_at) VALUES ('tn_old', 'old', 'Old', '{}', 1, 1, ?, ?)`, now, now)
-			for want := int64(1); want >= 0; want-- {
-				if n, err := st.Tenants().ScheduleUnscheduled(ctx, now); err != nil || n != want {
-					t.Fatalf("scheduled %d, want %d (%v)", n, want, err)
+			for id, at := range map[string]time.Time{"tn_new": now, "tn_edge": now.Add(-2 * time.Hour), "tn_old": now.Add(-3 * time.Hour)} {
+				db.Exec(t, `INSERT INTO tenants (id, slug, display_name, settings, version, catalogue_version, created_at, updated_at) VALUES (?, ?, 'Old', '{}', 1, 1, ?, ?)`, id, id, at, at)
+			}
+			for _, c := range []struct {
+				since time.Time
+				want  int64
+			}{{now.Add(-time.Hour), 1}, {now.Add(-time.Hour), 0}, {now.Add(-2 * time.Hour), 1}, {time.Time{}, 1}, {time.Time{}, 0}} {
+				if n, err := st.Tenants().ScheduleUnscheduled(ctx, now, c.since); err != nil || n != c.want {
+					t.Fatalf("since %v: scheduled %d, want %d (%v)", c.since, n, c.want, err)
 				}
 			}
-			if due, err := st.Tenants().KeysDue(ctx, now, 10); err != nil || len(due) != 1 || due[0].ID != "tn_old" {
+			if due, err := st.Tenants().KeysDue(ctx, now, 10); err != nil || len(due) != 3 {
 				t.Fatalf("due: %+v %v", due, err)
 			}
 		})
