@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -237,5 +238,48 @@ func TestARingThatStopsReadingKeepsItsStalenessLimit(t *testing.T) {
 	})
 	if d := time.Since(failed); d < 1200*time.Millisecond {
 		t.Fatalf("stale %s after its read failed, under the limit", d)
+	}
+}
+
+// announceWatch is the store's change feed, noting how many keys the
+// writer's cached ring holds as each announcement is made.
+type announceWatch struct {
+	st     *store.Store
+	m      **keys.Manager
+	mu     sync.Mutex
+	cached []int
+}
+
+func (w *announceWatch) Announce(ctx context.Context, kind, tenantID, slug string) error {
+	w.mu.Lock()
+	w.cached = append(w.cached, ringKeys(*w.m, tenantID))
+	w.mu.Unlock()
+	return w.st.Changes().Announce(ctx, kind, tenantID, slug)
+}
+
+// TestAWriterServesItsRingBeforeAnnouncingIt: the replica that writes a
+// ring serves it from then on, before it tells the feed. The
+// announcement is a database round trip, and with the database away a
+// timeout: a key retired meanwhile would still open on the writer.
+func TestAWriterServesItsRingBeforeAnnouncingIt(t *testing.T) {
+	ctx := context.Background()
+	st := platformtest.Store(t, platformtest.SQLiteURL(t))
+	acme := addTenant(t, st, "acme", 60)
+	var m *keys.Manager
+	w := &announceWatch{st: st, m: &m}
+	m = localManager(t, st, masterKey(), nil, func(o *keys.Options) { o.Changes = w })
+	if _, err := m.Create(ctx, acme, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Codec(ctx, acme); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.RotateNow(ctx, acme); err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.cached) != 2 || w.cached[1] != 2 {
+		t.Fatalf("keys cached as each write was announced: %v; want the staged ring's 2 at the rotation's", w.cached)
 	}
 }

@@ -856,7 +856,9 @@ func (m *Manager) write(ctx context.Context, tenantID string, next *Record, cas 
 	if err != nil {
 		return 0, err
 	}
-	m.announce(ctx, tenantID)
+	// This replica serves the saved ring before the others are told of
+	// it: the announcement is a database round trip (a timeout, with the
+	// database away), during which a retired key would still open here.
 	e := m.entry(tenantID)
 	e.touched.Store(m.now().UnixNano())
 	if s, err := m.build(ctx, next, ver); err == nil {
@@ -868,6 +870,7 @@ func (m *Manager) write(ctx context.Context, tenantID string, next *Record, cas 
 			}
 		}
 	}
+	m.announce(ctx, tenantID)
 	due := next.NextAt
 	if !m.enforceTransit(ctx, tenantID, next) {
 		due = m.now() // the next scheduler pass tries again
