@@ -2,11 +2,9 @@ package store_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/opsmcp/platform/store"
 	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
@@ -20,14 +18,7 @@ func BenchmarkScheduleUnscheduled(b *testing.B) {
 	ctx := context.Background()
 	for _, d := range platformtest.Dialects() {
 		st := platformtest.Store(b, d.New(b))
-		const n = 100_000
-		cs := make([]store.Catalogue, n)
-		for i := range cs {
-			cs[i].Tenant = store.Tenant{Slug: fmt.Sprintf("t%06d", i), DisplayName: "T"}
-		}
-		if err := st.Tenants().CreateCatalogues(ctx, cs); err != nil {
-			b.Fatal(err)
-		}
+		seedTenants(b, st, 100_000)
 		// The registry was made a day ago, as far as the look is concerned.
 		now := time.Now().Add(24 * time.Hour)
 		for _, look := range []struct {
