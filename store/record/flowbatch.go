@@ -281,9 +281,9 @@ func (s *Record) writeBatchSQLite(ctx context.Context, first *Statement, recs []
 		}
 		// The rows and the rounds go as bytes, cut out by place (the
 		// rows by their framing, the rounds by where each row says its
-		// are); only h, the rounds' places for flow_rounds, goes as a
-		// JSON document, as text (SQLite 3.45 and later read a blob as
-		// binary JSON). A batch of huge questions goes in several
+		// are, or h for the flows it lists); h and recorded's list of ids
+		// go as JSON documents, as text (SQLite 3.45 and later read a
+		// blob as binary JSON). A batch of huge questions goes in several
 		// statements, none much over maxBatchDocument.
 		stmts := batchStatements[sqldb.SQLite]
 		recorded, err := bb.recorded(tx, stmts.recorded, recs)
@@ -297,8 +297,9 @@ func (s *Record) writeBatchSQLite(ctx context.Context, first *Statement, recs []
 			bb.buf, bb.rounds = b, rounds
 			// Straight to the transaction: gorm spreads bytes that follow
 			// a parenthesis into an argument each. (So these two
-			// statements have no span of gorm's telemetry plugin; the
-			// write's own span covers them.)
+			// statements have no span of gorm's telemetry plugin: in a
+			// request, the request's span covers them; the recorder's
+			// batches are not traced.)
 			exec := tx.Statement.ConnPool.ExecContext
 			if h != nil {
 				bb.history = h
@@ -816,8 +817,8 @@ func (j *sqliteRows) history(id, tenant []byte, fl int64, rounds func(yield func
 func (j *sqliteRows) size() int { return len(j.b) + len(j.rounds) + len(j.h) }
 
 // end closes the documents; h is nil when no flow's rounds go to
-// flow_rounds. (rounds is nil when no flow has any: bound as null, it
-// cuts out null for every row, as their null places do.)
+// flow_rounds. (rounds is empty, or nil, when no row holds any: bound
+// as null or an empty blob, every row's null place cuts out null.)
 func (j *sqliteRows) end() (b, rounds, h []byte) {
 	if len(j.h) > 0 {
 		h = append(j.h, ']')
