@@ -271,6 +271,11 @@ func TestRotationAcrossThreeInstancesFailsNoRound(t *testing.T) {
 		t.Fatalf("rotate now: %v", rot)
 	}
 	// Watch the phases go by on another instance while the driver runs.
+	// The staged phase lasts one propagation margin (0.4 s here), which a
+	// loaded machine can spend on the rotate request alone, so the
+	// rotate answer stands witness for it; the promoted phase lasts the
+	// state TTL and is seen on the other instance. The ring's own record
+	// below orders the steps.
 	seen := map[keys.Phase]bool{}
 	var newKey string
 	waitFor(t, "the rotation completes on another instance", func() bool {
@@ -287,7 +292,7 @@ func TestRotationAcrossThreeInstancesFailsNoRound(t *testing.T) {
 	time.Sleep(time.Second) // and a while after retirement
 	d.halt(t)
 
-	if !seen[keys.PhaseStaged] || !seen[keys.PhasePromoted] {
+	if !seen[keys.PhasePromoted] {
 		t.Fatalf("phases observed: %v", seen)
 	}
 	// The ring's own record orders the steps: promotion a propagation
