@@ -213,3 +213,37 @@ func TestTenantsAnEarlierVersionCreatedAreScheduled(t *testing.T) {
 		t.Fatal("a later look read a tenant created before its window: it reads every tenant")
 	}
 }
+
+// TestAFailedLookLeavesItsWindowToTheNext: when the look for tenants
+// without a due time fails (here the tenants table is renamed away, as
+// a real failure of the database would answer), the next look still
+// reads from the last look that succeeded, so a tenant created between
+// the two is scheduled rather than left behind the moved window.
+func TestAFailedLookLeavesItsWindowToTheNext(t *testing.T) {
+	url := platformtest.SQLiteURL(t)
+	platformtest.Store(t, url) // the schema
+	db := platformtest.SQL(t, url)
+	c := newClock()
+	m, _ := controlledManager(t, url, masterKey(), c)
+	keys.RefreshAllForTest(m)
+	c.Add(m.Margin())
+	schedule(t, m) // the first look, which succeeds
+
+	c.Add(time.Minute)
+	at := c.Now().UTC()
+	db.Exec(t, `INSERT INTO tenants (id, slug, display_name, settings, version, catalogue_version, created_at, updated_at)
+		VALUES ('tn_between', 'tn_between', 'Earlier', '{}', 1, 1, ?, ?)`, at, at)
+
+	c.Add(3 * time.Hour)
+	db.Exec(t, `ALTER TABLE tenants RENAME TO tenants_away`)
+	if err := m.Schedule(context.Background()); err == nil {
+		t.Fatal("the look succeeded with the tenants table away")
+	}
+	db.Exec(t, `ALTER TABLE tenants_away RENAME TO tenants`)
+
+	c.Add(10 * time.Minute)
+	schedule(t, m)
+	if len(db.Rows(t, "SELECT tenant_id FROM key_schedule WHERE tenant_id = 'tn_between'")) != 1 {
+		t.Fatal("a tenant created before the failed look was left unscheduled: the failed look moved the window")
+	}
+}

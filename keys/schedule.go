@@ -50,9 +50,9 @@ func (m *Manager) Schedule(ctx context.Context) error {
 		return nil
 	}
 	if now, last := m.now(), m.lastBackfill.Load(); now.Sub(time.Unix(0, last)) >= m.opts.FullCheck {
-		// The first look (at the start) reads every tenant; later ones
-		// only those created since the last, and backfillSlack before
-		// it, for clocks that differ and creations committed late.
+		// The first look reads every tenant; later ones a window (see
+		// backfillSlack). A failed look leaves lastBackfill as it was,
+		// so the next one covers its window too.
 		var since time.Time
 		if last != 0 {
 			since = time.Unix(0, last).Add(-backfillSlack)

@@ -63,6 +63,8 @@ func (s Tenants) PostponeKeys(ctx context.Context, tenantID string, at time.Time
 // created them), and says how many. A zero since looks at every tenant;
 // otherwise only those created since are read (by tenants_created), so
 // a look minutes apart costs what the new tenants do, not the registry.
+// The window compares created_at, stored in UTC like every time here, so
+// SQLite's comparison of its text form orders as the times do.
 func (s Tenants) ScheduleUnscheduled(ctx context.Context, now, since time.Time) (int64, error) {
 	q := `INSERT INTO key_schedule (tenant_id, due_at, ring_version)
 		SELECT id, ?, 0 FROM tenants WHERE NOT EXISTS (SELECT 1 FROM key_schedule k WHERE k.tenant_id = tenants.id)`

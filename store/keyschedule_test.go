@@ -54,8 +54,8 @@ func TestTheMigrationSchedulesExistingTenantsRings(t *testing.T) {
 // the due time worked out from the latest version of a ring (a slow
 // writer, or a retry, cannot push a newer phase back); PostponeKeys moves
 // only a ring still due before then; a deleted tenant gets no row; and
-// ScheduleUnscheduled makes due the tenants without one, once. On both
-// databases.
+// ScheduleUnscheduled makes due the tenants without one, once, and with
+// a since reads only those created at since or later. On both databases.
 func TestADueTimeFromAnOlderRingNeverReplacesANewerOne(t *testing.T) {
 	for _, d := range platformtest.Dialects() {
 		t.Run(d.Name, func(t *testing.T) {
