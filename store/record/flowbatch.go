@@ -291,10 +291,10 @@ func (s *Record) writeBatchSQLite(ctx context.Context, first *Statement, recs []
 			return err
 		}
 		for start := 0; start < len(bb.merge.flows); {
-			rows := &sqliteRows{b: bb.buf[:0], rounds: bb.rounds[:0], h: bb.history[:0], recorded: recorded}
+			rows := &sqliteRows{b: bb.buf[:0], rounds: bb.rounds[:0], h: bb.history[:0], plain: bb.plain, recorded: recorded}
 			n := bb.merge.rows(rows, recs, start, maxBatchDocument)
 			b, rounds, h := rows.end()
-			bb.buf, bb.rounds = b, rounds
+			bb.buf, bb.rounds, bb.plain = b, rounds, rows.plain
 			// Straight to the transaction: gorm spreads bytes that follow
 			// a parenthesis into an argument each. (So these two
 			// statements have no span of gorm's telemetry plugin: in a
@@ -707,8 +707,8 @@ func (c *copyRows) end() []byte {
 // key_rounds, trace_rounds, and where its new row's rounds are in
 // rounds (from 1) and their length (both null when the row holds none),
 // after its length in rowLength decimal digits; the rounds of every flow
-// (rounds), each flow's JSON array of them one after the other, as they
-// are; and the flows whose rounds go to flow_rounds (h: those recorded
+// (rounds), each flow's JSON array of them packed (packRounds), one
+// after the other; and the flows whose rounds go to flow_rounds (h: those recorded
 // before, and new ones whose rounds exceed maxRowRounds), a JSON array
 // of rows of id, fl, tenant id and where their rounds are.
 //
@@ -722,6 +722,8 @@ func (c *copyRows) end() []byte {
 // store them as they came.
 type sqliteRows struct {
 	b, rounds, h []byte
+	// plain is a flow's rounds before they are packed (packRounds).
+	plain []byte
 	// recorded are the flows of the batch recorded before it.
 	recorded map[string]bool
 	// rowAt is where the open row's length goes in b, if inRow.
@@ -791,7 +793,8 @@ func (j *sqliteRows) history(id, tenant []byte, fl int64, rounds func(yield func
 		return
 	}
 	at := len(j.rounds)
-	j.rounds = appendHistory(j.rounds, rounds)
+	j.plain = appendHistory(j.plain[:0], rounds)
+	j.rounds = packRounds(j.rounds, j.plain)
 	place := func(b []byte) []byte {
 		b = strconv.AppendInt(append(b, ','), int64(at+1), 10)
 		return strconv.AppendInt(append(b, ','), int64(len(j.rounds)-at), 10)
@@ -906,16 +909,15 @@ func newBatchSQL(d sqldb.Dialect) batchSQL {
 		// is null, is left out by the WHERE), as text: each row's v is
 		// computed once, as the recursion makes it, not again for each
 		// column read. A flow's first rounds are cut out of the third,
-		// bytes read back as the text they are (the database is UTF-8,
-		// SQLite's default, which the store never changes); a null place
-		// or length cuts out null. Parameters are numbered: the first is
+		// packed bytes stored as the blob they are (packRounds); a null
+		// place or length cuts out null. Parameters are numbered: the first is
 		// read in several places.
 		rows := fmt.Sprintf("WITH RECURSIVE b(at, v) AS (SELECT 1, NULL UNION ALL "+
 			"SELECT at + %[1]d + CAST(substr(?1, at, %[1]d) AS INTEGER), "+
 			"CAST(substr(?1, at + %[1]d, CAST(substr(?1, at, %[1]d) AS INTEGER)) AS TEXT) FROM b WHERE at <= length(?1)) ", rowLength)
 		col := func(i int) string {
 			if i == tHistory {
-				return fmt.Sprintf("CAST(substr(?3, b.v->>'$[%d]', b.v->>'$[%d]') AS TEXT)", tHistory, tHistory+1)
+				return fmt.Sprintf("substr(?3, b.v->>'$[%d]', b.v->>'$[%d]')", tHistory, tHistory+1)
 			}
 			return fmt.Sprintf("b.v->>'$[%d]'", i)
 		}
@@ -926,7 +928,7 @@ func newBatchSQL(d sqldb.Dialect) batchSQL {
 			flows: rows + selectFlow(col, "CAST(?2 AS BIGINT) + "+col(tFl)) +
 				" FROM b LEFT JOIN flows f ON f.id = " + col(vID) + " WHERE b.v IS NOT NULL" + flowUpsert,
 			rounds: intoRounds + "value->>'$[0]', CAST(? AS BIGINT) + value->>'$[1]', value->>'$[2]', " +
-				"CAST(substr(?, value->>'$[3]', value->>'$[4]') AS TEXT) FROM json_each(?)",
+				"substr(?, value->>'$[3]', value->>'$[4]') FROM json_each(?)",
 			recorded: "SELECT j.value FROM json_each(?) j JOIN flows f ON f.id = j.value",
 		}
 	}

@@ -224,6 +224,7 @@ const newer = `excluded.rounds >= flows.rounds AND flows.state <> 'cancelled'`
 type batchBuffer struct {
 	buf             []byte
 	rounds, history []byte // SQLite's flows' rounds, and its document of where those bound for flow_rounds are
+	plain           []byte // SQLite's flow's rounds before packing
 	ids             []byte // SQLite's document of the batch's flows
 	recordedIDs     map[string]bool
 	merge           batchMerge
@@ -243,7 +244,7 @@ func (s *Record) takeBuffer() *batchBuffer {
 // giveBuffer gives bb back to s, unless a batch of huge questions grew it
 // past what is worth keeping.
 func (s *Record) giveBuffer(bb *batchBuffer) {
-	if cap(bb.buf)+cap(bb.rounds)+cap(bb.history)+cap(bb.ids) > 16<<20 {
+	if cap(bb.buf)+cap(bb.rounds)+cap(bb.history)+cap(bb.ids)+cap(bb.plain) > 16<<20 {
 		return
 	}
 	select {
@@ -584,8 +585,12 @@ func (s *Record) Get(ctx context.Context, flowID string) (*Flow, []Round, error)
 	}
 	var rounds []Round
 	for _, b := range batches {
+		plain, err := unpackRounds([]byte(b.Rounds))
+		if err != nil {
+			return nil, nil, fmt.Errorf("read flow %s: %w", flowID, err)
+		}
 		var rs []Round
-		if err := json.Unmarshal([]byte(b.Rounds), &rs); err != nil {
+		if err := json.Unmarshal(plain, &rs); err != nil {
 			return nil, nil, fmt.Errorf("read flow rounds: %w", err)
 		}
 		rounds = append(rounds, rs...)

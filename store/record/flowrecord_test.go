@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -521,7 +522,8 @@ func flowsEqual(a, b record.Flow) bool {
 
 // TestABatchOfLargeRoundsIsWrittenInSeveralStatements writes a batch
 // whose rounds (questions of about 100 KiB each, full of what JSON
-// escapes, and each flow's its own) add up to several times the size one
+// escapes, each flow's its own, and random, so packing them on SQLite
+// leaves them large) add up to several times the size one
 // statement may carry (a quarter of the default here, so the test stays
 // small), and reads every flow's rounds back whole and its own: a batch
 // too large for one SQLite statement is split, never refused (which
@@ -529,7 +531,7 @@ func flowsEqual(a, b record.Flow) bool {
 func TestABatchOfLargeRoundsIsWrittenInSeveralStatements(t *testing.T) {
 	ctx := context.Background()
 	defer record.SetMaxBatchDocument(256 << 10)()
-	big := json.RawMessage(`{"message":"` + strings.Repeat(`\"quoted\" \\ `, 8_000) + `"}`)
+	big := json.RawMessage(`{"message":"` + noise(96_000, 1) + `"}`)
 	for _, d := range platformtest.Dialects() {
 		t.Run(d.Name, func(t *testing.T) {
 			st := platformtest.Store(t, d.New(t)).Record()
@@ -742,7 +744,7 @@ func TestAFlowsLargeFirstRoundsStayOutOfItsRow(t *testing.T) {
 			st := platformtest.Store(t, d.New(t)).Record()
 			t0 := time.Now().UTC().Truncate(time.Microsecond)
 			big := round("fl_big", 1, record.AwaitingInput, t0)
-			big.Round.Asked = json.RawMessage(`[{"kind":"form","key":"notes","message":"` + strings.Repeat("x", 8<<10) + `"}]`)
+			big.Round.Asked = json.RawMessage(`[{"kind":"form","key":"notes","message":"` + noise(8<<10, 2) + `"}]`)
 			small := round("fl_small", 1, record.AwaitingInput, t0)
 			if _, err := st.WriteRounds(ctx, []record.RoundWrite{big, small}); err != nil {
 				t.Fatal(err)
@@ -839,6 +841,72 @@ func TestABatchSplitAcrossStatementsMixesNewAndRecordedFlows(t *testing.T) {
 					}
 				}
 			}
+		})
+	}
+}
+
+// noise is JSON string content of at least n bytes that no compressor
+// shrinks much (SQLite's record packs rounds, packRounds), quotes and
+// backslashes among it, escaped; the same for the same seed.
+func noise(n int, seed uint64) string {
+	const alphabet = `abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 "\`
+	r := rand.New(rand.NewPCG(seed, seed))
+	var b strings.Builder
+	for b.Len() < n {
+		c := alphabet[r.IntN(len(alphabet))]
+		if c == '"' || c == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// TestSQLiteKeepsRoundsPackedAndReadsJSONRoundsToo: on SQLite a flow's
+// rounds are stored packed, in its row and in flow_rounds, and read back
+// as written; rounds stored as JSON text (every row written before
+// packing, and PostgreSQL's) read back the same.
+func TestSQLiteKeepsRoundsPackedAndReadsJSONRoundsToo(t *testing.T) {
+	ctx := context.Background()
+	for _, d := range platformtest.Dialects() {
+		t.Run(d.Name, func(t *testing.T) {
+			st := platformtest.Store(t, d.New(t)).Record()
+			t0 := time.Now().UTC().Truncate(time.Millisecond)
+			first := round("fl_packed", 1, record.AwaitingInput, t0)
+			first.Round.Asked = json.RawMessage(`[{"key":"env","kind":"form","params":{"message":"Which environment?"}}]`)
+			second := round("fl_packed", 2, record.Completed, t0.Add(time.Second))
+			second.Round.Message = "deployed ✓"
+			if _, err := st.WriteRounds(ctx, []record.RoundWrite{first}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.WriteRounds(ctx, []record.RoundWrite{second}); err != nil {
+				t.Fatal(err)
+			}
+			stored, err := st.StoredRounds(ctx, "fl_packed")
+			if err != nil || len(stored) != 2 {
+				t.Fatalf("stored rounds: %d (%v), want the row's and one flow_rounds row", len(stored), err)
+			}
+			for i, b := range stored {
+				packed := b[0] == 0xFF // never the first byte of JSON
+				if packed != (d.Name == "sqlite") || (!packed && b[0] != '[') {
+					t.Errorf("stored rounds %d start %q: packed %v on %s", i, b[:min(6, len(b))], packed, d.Name)
+				}
+			}
+			check := func(when string) {
+				t.Helper()
+				_, rounds, err := st.Get(ctx, "fl_packed")
+				if err != nil || len(rounds) != 2 || string(rounds[0].Asked) != string(first.Round.Asked) ||
+					rounds[1].Message != "deployed ✓" || rounds[1].N != 2 {
+					t.Fatalf("%s: read back %+v (%v)", when, rounds, err)
+				}
+			}
+			check("as written")
+			// The same rounds as JSON text, as a row written before
+			// packing holds them.
+			if err := st.UnpackStoredRounds(ctx, "fl_packed"); err != nil {
+				t.Fatal(err)
+			}
+			check("stored as JSON text")
 		})
 	}
 }
