@@ -345,6 +345,47 @@ func (denyLoader) Load(u string) (any, error) {
 	return nil, fmt.Errorf("external reference %q is not allowed; schemas must be self-contained", u)
 }
 
+// AcceptsAnyObject reports whether an input schema accepts every JSON
+// object: {"type":"object"}, as a tool without arguments declares it,
+// with at most annotations, no properties ({}), no required members ([])
+// and additional properties allowed. A call's arguments are always an
+// object, so such a tool's need no validation; the common case, decided
+// once per catalogue instead of decoding the arguments each call. Any
+// other keyword, or a value it cannot read, answers false.
+func AcceptsAnyObject(raw json.RawMessage) bool {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(raw, &members) != nil || members == nil {
+		return false
+	}
+	for k, v := range members {
+		var ok bool
+		switch k {
+		case "type":
+			var t string
+			ok = json.Unmarshal(v, &t) == nil && t == "object"
+		case "properties", "additionalProperties":
+			var m map[string]json.RawMessage
+			ok = json.Unmarshal(v, &m) == nil && m != nil && len(m) == 0
+			if k == "additionalProperties" {
+				var b bool
+				ok = ok || (json.Unmarshal(v, &b) == nil && b)
+			}
+		case "required":
+			var r []json.RawMessage
+			ok = json.Unmarshal(v, &r) == nil && r != nil && len(r) == 0
+		case "$schema":
+			ok = string(v) == `"`+schemaDialect2020+`"`
+		case "title", "description", "$comment":
+			var text string
+			ok = json.Unmarshal(v, &text) == nil
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // CompileSchema compiles a JSON Schema 2020-12 document. The error, when
 // it is a metaschema violation, carries the offending location.
 func CompileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {

@@ -383,3 +383,92 @@ func TestWebhookSecretsAreFreshAndOpaque(t *testing.T) {
 		t.Fatalf("secrets %q %q", a, b)
 	}
 }
+
+// TestAcceptsAnyObjectOnlyWhereTheValidatorWould: the schemas a tool
+// without arguments declares accept any object, so the platform skips
+// validating their arguments; every schema that constrains an object in
+// any way, or that it cannot read, does not. Each answer is checked
+// against the validator itself on objects of every kind: a schema said
+// to accept any object accepts each, and each constraining one refuses
+// one of them.
+func TestAcceptsAnyObjectOnlyWhereTheValidatorWould(t *testing.T) {
+	objects := []string{`{}`, `{"a":1}`, `{"n":null,"s":"x","b":true,"o":{"p":[1,2]}}`, `{"":""}`, `{"$ref":"#"}`,
+		`{"type":"object"}`, `{"a":1,"b":2,"c":3,"d":4}`}
+	for _, c := range []struct {
+		schema          string
+		any, constrains bool
+	}{
+		{`{"type":"object"}`, true, false},
+		{` { "type" : "object" } `, true, false},
+		{`{"type":"object","properties":{}}`, true, false},
+		{`{"type":"object","properties":{},"required":[]}`, true, false},
+		{`{"type":"object","additionalProperties":true}`, true, false},
+		{`{"type":"object","additionalProperties":{}}`, true, false},
+		{`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","title":"No arguments","description":"d","$comment":"c"}`, true, false},
+		{`{}`, true, false},
+		// Constraints, each refusing some object.
+		{`{"type":"object","properties":{"a":{"type":"string"}}}`, false, true},
+		{`{"type":"object","required":["a"]}`, false, true},
+		{`{"type":"object","additionalProperties":false}`, false, true},
+		{`{"type":"object","additionalProperties":{"type":"string"}}`, false, true},
+		{`{"type":"object","minProperties":1}`, false, true},
+		{`{"type":"object","maxProperties":3}`, false, true},
+		{`{"type":"object","propertyNames":{"maxLength":0}}`, false, true},
+		{`{"type":"object","patternProperties":{"^a":{"type":"string"}}}`, false, true},
+		{`{"type":"object","not":{"required":["a"]}}`, false, true},
+		{`{"type":"object","allOf":[{"required":["a"]}]}`, false, true},
+		{`{"type":"object","$ref":"#/$defs/x","$defs":{"x":{"required":["a"]}}}`, false, true},
+		{`{"type":"object","dependentRequired":{"a":["zz"]}}`, false, true},
+		{`{"type":"object","unevaluatedProperties":false}`, false, true},
+		{`{"type":"object","enum":[{}]}`, false, true},
+		{`{"type":"object","const":{}}`, false, true},
+		{`{"type":"object","if":{"required":["a"]},"then":{"required":["zz"]}}`, false, true},
+		{`{"type":["object","null"],"required":["a"]}`, false, true},
+		{`{"type":"object","title":"t","required":["a"]}`, false, true},
+		{`{"type":"object","required":[],"required":["a"]}`, false, true},
+		// Not read as any object, though the validator might accept all:
+		// false is always safe.
+		{`{"type":["object"]}`, false, false},
+		{`{"type":"object","examples":[{}]}`, false, false},
+		{`{"type":"object","properties":null}`, false, false},
+		{`{"type":"object","required":null}`, false, false},
+		{`{"type":"object","additionalProperties":"yes"}`, false, false},
+		{`{"type":"object","title":1}`, false, false},
+		{`{"type":"object","$schema":"http://json-schema.org/draft-07/schema#"}`, false, false},
+		{`{"type":"string"}`, false, false},
+		{`true`, false, false},
+		{`[]`, false, false},
+		{`null`, false, false},
+		{`not json`, false, false},
+		{`{"type":"object"`, false, false},
+	} {
+		if got := catalogue.AcceptsAnyObject(json.RawMessage(c.schema)); got != c.any {
+			t.Errorf("AcceptsAnyObject(%s) = %v, want %v", c.schema, got, c.any)
+			continue
+		}
+		s, err := catalogue.CompileSchema(json.RawMessage(c.schema))
+		if err != nil {
+			if c.any {
+				t.Errorf("%s: said to accept any object, but does not compile: %v", c.schema, err)
+			}
+			continue
+		}
+		refused := ""
+		for _, o := range objects {
+			var v any
+			if err := json.Unmarshal([]byte(o), &v); err != nil {
+				t.Fatal(err)
+			}
+			if s.Validate(v) != nil {
+				refused = o
+				break
+			}
+		}
+		switch {
+		case c.any && refused != "":
+			t.Errorf("%s: said to accept any object, but the validator refuses %s", c.schema, refused)
+		case c.constrains && refused == "":
+			t.Errorf("%s: constrains objects, but the validator refused none of the test's", c.schema)
+		}
+	}
+}

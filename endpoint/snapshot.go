@@ -65,7 +65,10 @@ type snapshot struct {
 }
 
 type toolEntry struct {
-	def    catalogue.Tool
+	def catalogue.Tool
+	// schema validates a call's arguments; nil when the input schema
+	// accepts every object (catalogue.AcceptsAnyObject), so arguments,
+	// always an object, need no decoding to be checked.
 	schema *jsonschema.Schema
 	secret string
 	// headers maps a lower-cased Mcp-Param-{Name} suffix to its argument.
@@ -160,6 +163,9 @@ func buildSnapshot(c *store.Catalogue, version, publicURL string) (*snapshot, []
 			if e.declared, err = declaredInputs(e.def.Inputs); err != nil {
 				errs = append(errs, fmt.Errorf("tool %q: inputs: %w", it.Name, err))
 				continue
+			}
+			if catalogue.AcceptsAnyObject(e.def.InputSchema) {
+				sch = nil
 			}
 			e.schema, e.headers, e.appOnly = sch, headerParams(e.def.InputSchema), e.def.AppOnly()
 			e.spanName, e.flowName = spanNames(mcp.MethodToolsCall, e.def.Name)

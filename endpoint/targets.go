@@ -82,8 +82,10 @@ func toolTarget(c *call) (*target, answer) {
 	if e := checkHeaderParams(c.header, tool.headers, args); e != nil {
 		return nil, failed(e)
 	}
-	if msg := validateArgs(tool.schema, args); msg != "" {
-		return nil, toolFailed(toolError(c.snap, "Invalid arguments: "+msg))
+	if tool.schema != nil {
+		if msg := validateArgs(tool.schema, args); msg != "" {
+			return nil, toolFailed(toolError(c.snap, "Invalid arguments: "+msg))
+		}
 	}
 	return &target{kind: webhook.KindTool, name: tool.def.Name, inputs: tool.declared, onceOnly: tool.def.OnceOnly(),
 		handler: tool.def.Handler, secret: tool.secret, args: args, task: tool.def.Task, view: tool.appOnly}, answer{}
