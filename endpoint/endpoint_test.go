@@ -557,3 +557,40 @@ func TestCatalogueChangesReachListenersOnAnotherReplica(t *testing.T) {
 		t.Fatalf("replica B lists %d tools after the change", n)
 	}
 }
+
+// TestToolArgumentsAreValidatedUnlessTheSchemaAcceptsAnyObject: a
+// tool's arguments that its input schema refuses never reach its
+// webhook, and the answer names where they fail; a tool without
+// arguments ({"type":"object"}, or with no properties) takes any object,
+// as the validator would, without it.
+func TestToolArgumentsAreValidatedUnlessTheSchemaAcceptsAnyObject(t *testing.T) {
+	h := newHook(t, replyText("pong"))
+	p := setup(t, h)
+	for i, schema := range []obj{{"type": "object"}, {"type": "object", "properties": obj{}, "required": []string{}}} {
+		name := fmt.Sprintf("noargs%d", i)
+		h.setSecret(p.Tool(t, "acme", obj{"name": name, "description": "d", "inputSchema": schema,
+			"handler": obj{"url": h.URL, "timeoutMs": 2000}}))
+		for _, args := range []obj{{}, {"anything": []any{1, "two", nil}}, {"n": "not a number"}} {
+			res := platformtest.Result(t, p.MCP(t, "acme", "tools/call", obj{"name": name, "arguments": args}))
+			if res["isError"] == true || toolText(t, res) != "pong" {
+				t.Fatalf("schema %v, arguments %v: %v", schema, args, res)
+			}
+		}
+	}
+	h.setSecret(p.Tool(t, "acme", obj{"name": "typed", "description": "d", "handler": obj{"url": h.URL, "timeoutMs": 2000},
+		"inputSchema": obj{"type": "object", "properties": obj{"msg": obj{"type": "string"}, "n": obj{"type": "integer"}}}}))
+	before := h.count()
+	for args, where := range map[string]string{`{"n":"3"}`: "/n", `{"msg":7}`: "/msg", `{"n":1.5}`: "/n"} {
+		var a obj
+		if err := json.Unmarshal([]byte(args), &a); err != nil {
+			t.Fatal(err)
+		}
+		res := platformtest.Result(t, p.MCP(t, "acme", "tools/call", obj{"name": "typed", "arguments": a}))
+		if text := toolText(t, res); res["isError"] != true || !strings.Contains(text, "Invalid arguments: "+where) {
+			t.Errorf("arguments %s: %v, want an error naming %s", args, res, where)
+		}
+	}
+	if n := h.count(); n != before {
+		t.Fatalf("refused arguments reached the webhook: %d deliveries, want %d", n, before)
+	}
+}
