@@ -833,8 +833,9 @@ func (j *sqliteRows) end() (b, rounds, h []byte) {
 // maxRowRounds bounds the rounds a new flow's row holds: a flow's row is
 // written again at each change (its next rounds, a cancel, an expiry),
 // and SQLite rewrites the whole row, so large questions stay in
-// flow_rounds, which is never rewritten. 2 KiB holds a one-round call's
-// round, or a question's, with the row within a page.
+// flow_rounds, which is never rewritten. 2 KiB of packed rounds (about
+// 6 KB of their JSON) holds a one-round call's round, or a question's,
+// with the row within a page.
 const maxRowRounds = 2 << 10
 
 // maxBatchDocument bounds one SQLite statement's share of a batch. A

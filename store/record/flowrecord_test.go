@@ -887,6 +887,9 @@ func TestSQLiteKeepsRoundsPackedAndReadsJSONRoundsToo(t *testing.T) {
 				t.Fatalf("stored rounds: %d (%v), want the row's and one flow_rounds row", len(stored), err)
 			}
 			for i, b := range stored {
+				if len(b) == 0 {
+					t.Fatalf("stored rounds %d are empty", i)
+				}
 				packed := b[0] == 0xFF // never the first byte of JSON
 				if packed != (d.Name == "sqlite") || (!packed && b[0] != '[') {
 					t.Errorf("stored rounds %d start %q: packed %v on %s", i, b[:min(6, len(b))], packed, d.Name)

@@ -100,11 +100,17 @@ func TestADamagedPackedHistoryIsAnError(t *testing.T) {
 		b[1] = v
 		damaged["read as variant "+strconv.Itoa(int(v))] = b
 	}
-	// A length of 2^40 bytes, stated in the block's header.
+	// Lengths stated in the block's header: 1 GiB, past maxUnpacked
+	// though s2 itself would take it, and 2^40 bytes, past s2's own.
+	damaged["a length past maxUnpacked"] = append(bytes.Clone(good[:packHeader]), 0x80, 0x80, 0x80, 0x80, 0x04, 0)
 	damaged["a huge length"] = append(bytes.Clone(good[:packHeader]), 0x80, 0x80, 0x80, 0x80, 0x80, 0x20, 0)
 	for name, b := range damaged {
 		if got, err := unpackRounds(b); err == nil {
 			t.Errorf("%s: read back %d bytes with no error", name, len(got))
 		}
+	}
+	// Refused for its length, before a gibibyte is allocated for it.
+	if _, err := unpackRounds(damaged["a length past maxUnpacked"]); err == nil || !strings.Contains(err.Error(), "length") {
+		t.Errorf("a length past maxUnpacked: %v, want it refused for its length", err)
 	}
 }
