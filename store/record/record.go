@@ -1,8 +1,9 @@
 // Package record is the fleet-wide flow record's storage: the flows and
 // flow_rounds tables, how a replica encodes each round as it hands it
 // over (roundjson.go, timetext.go), how a batch of rounds is merged and
-// written on SQLite and PostgreSQL (flowbatch.go), and how the record is
-// read, cancelled, expired, pruned and followed across replicas
+// written on SQLite and PostgreSQL (flowbatch.go), how SQLite keeps a
+// flow's rounds packed (packed.go), and how the record is read,
+// cancelled, expired, pruned and followed across replicas
 // (flowrecord.go). It is part of store, the only code that touches
 // tables; package flows records and serves the record through it.
 package record
