@@ -357,19 +357,22 @@ func AcceptsAnyObject(raw json.RawMessage) bool {
 	if json.Unmarshal(raw, &members) != nil || members == nil {
 		return false
 	}
+	// emptyObject: {} (a JSON object with no members).
+	emptyObject := func(v json.RawMessage) bool {
+		var m map[string]json.RawMessage
+		return json.Unmarshal(v, &m) == nil && m != nil && len(m) == 0
+	}
 	for k, v := range members {
 		var ok bool
 		switch k {
 		case "type":
 			var t string
 			ok = json.Unmarshal(v, &t) == nil && t == "object"
-		case "properties", "additionalProperties":
-			var m map[string]json.RawMessage
-			ok = json.Unmarshal(v, &m) == nil && m != nil && len(m) == 0
-			if k == "additionalProperties" {
-				var b bool
-				ok = ok || (json.Unmarshal(v, &b) == nil && b)
-			}
+		case "properties":
+			ok = emptyObject(v)
+		case "additionalProperties":
+			var b bool
+			ok = emptyObject(v) || (json.Unmarshal(v, &b) == nil && b)
 		case "required":
 			var r []json.RawMessage
 			ok = json.Unmarshal(v, &r) == nil && r != nil && len(r) == 0

@@ -708,9 +708,9 @@ func (c *copyRows) end() []byte {
 // rounds (from 1) and their length (both null when the row holds none),
 // after its length in rowLength decimal digits; the rounds of every flow
 // (rounds), each flow's JSON array of them packed (packRounds), one
-// after the other; and the flows whose rounds go to flow_rounds (h: those recorded
-// before, and new ones whose rounds exceed maxRowRounds), a JSON array
-// of rows of id, fl, tenant id and where their rounds are.
+// after the other; and the flows whose rounds go to flow_rounds (h:
+// those recorded before, and new ones whose rounds exceed maxRowRounds),
+// a JSON array of rows of id, fl, tenant id and where their rounds are.
 //
 // The rows are framed by their lengths, not put in one JSON array,
 // because SQLite would parse the whole array (growing its parse by
@@ -911,8 +911,8 @@ func newBatchSQL(d sqldb.Dialect) batchSQL {
 		// computed once, as the recursion makes it, not again for each
 		// column read. A flow's first rounds are cut out of the third,
 		// packed bytes stored as the blob they are (packRounds); a null
-		// place or length cuts out null. Parameters are numbered: the first is
-		// read in several places.
+		// place or length cuts out null. Parameters are numbered: the
+		// first is read in several places.
 		rows := fmt.Sprintf("WITH RECURSIVE b(at, v) AS (SELECT 1, NULL UNION ALL "+
 			"SELECT at + %[1]d + CAST(substr(?1, at, %[1]d) AS INTEGER), "+
 			"CAST(substr(?1, at + %[1]d, CAST(substr(?1, at, %[1]d) AS INTEGER)) AS TEXT) FROM b WHERE at <= length(?1)) ", rowLength)

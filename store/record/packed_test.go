@@ -53,8 +53,12 @@ func TestPackedRoundsReadBackAsWritten(t *testing.T) {
 				t.Fatalf("packRounds did not append to dst: %q", packed[:min(8, len(packed))])
 			}
 			packed = packed[4:]
-			if packed[0] != packMagic {
-				t.Fatalf("packed history starts %x", packed[:1])
+			want := byte(packDict)
+			if len(c.plain) > maxDictPacked {
+				want = packPlain
+			}
+			if packed[0] != packMagic || packed[1] != want {
+				t.Fatalf("packed history starts %x, want %x then variant %d", packed[:2], packMagic, want)
 			}
 			if c.smaller && len(packed) >= len(c.plain)/2 {
 				t.Errorf("packed to %d bytes of %d", len(packed), len(c.plain))
