@@ -109,6 +109,20 @@ func TestAdminsSeeTasksAndCancelThem(t *testing.T) {
 	}
 	browsertest.Screenshot(t, browser, "ui", "task")
 	browsertest.ScreenshotWidths(t, browser, "ui", "task", 390, 1400)
+	// A read that lands while the admin is on the cancel button leaves
+	// the button where it is, focused: a live page that swapped it would
+	// drop a keyboard user's place and lose a click in progress.
+	if !browsertest.Value(t, browser, "focus the cancel button", chromedp.Evaluate[bool](
+		`window.cancelButton = document.querySelector('button[data-action="cancel"]'); window.cancelButton.focus(); document.activeElement === window.cancelButton`)) {
+		t.Fatal("the cancel button takes no focus")
+	}
+	b.report(t, id, 3, webhook.Report{Type: "progress", Message: "Still waiting on the currency"})
+	browsertest.Do(t, browser, "the progress lands on the open page",
+		browsertest.Until(`document.querySelectorAll("ol.timeline li.round").length === 4`))
+	if kept := browsertest.Value(t, browser, "is the focused button the same one",
+		chromedp.Evaluate[bool](`document.querySelector('button[data-action="cancel"]') === window.cancelButton && document.activeElement === window.cancelButton`)); !kept {
+		t.Error("a live update replaced the focused cancel button")
+	}
 	browsertest.Do(t, browser, "cancel the task",
 		chromedp.Click(browsertest.CSS(`button[data-action="cancel"]`)),
 		chromedp.WaitVisible(browsertest.CSS(`dialog textarea`)),

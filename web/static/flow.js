@@ -114,11 +114,24 @@ function roundItem(r, flow) {
     answersOf(r.answers));
 }
 
+// setText changes el's text only when it differs, so an unchanged
+// read leaves the node (and a screen reader's place in it) alone.
+function setText(el, text) {
+  if (el.textContent !== text) el.textContent = text;
+}
+
 // flowPage shows the flow with id (tenant, from an older link, is not
 // needed: a flow opens by its id alone).
 export default async function flowPage(ctx, id) {
   const { main } = ctx;
-  const head = h("div");
+  // The header is built once and updated in place: a read that lands
+  // while an admin is on the cancel button (focused, or mid-click) must
+  // not swap the button out from under them.
+  const title = h("h1");
+  const badge = h("span");
+  const kind = h("span", { class: "kind", hidden: true });
+  const cancelButton = h("button", { type: "button", class: "danger", onclick: cancel, "data-action": "cancel", hidden: true });
+  const head = h("div", {}, h("div", { class: "bar" }, title, badge, kind, h("span", { class: "spacer" }), cancelButton));
   const facts = h("div", { class: "panel" });
   const timeline = h("ol", { class: "timeline", "aria-label": "Rounds" });
   main.append(h("p", {}, h("a", { href: "/admin/flows", "data-link": true }, "← Flows")), head, facts, h("h2", {}, "Rounds"), timeline);
@@ -147,10 +160,15 @@ export default async function flowPage(ctx, id) {
     const task = flow.kind === "task";
     const live = flow.state === "awaiting_input" || flow.state === "running";
     const cancellable = live && ctx.can(flow.tenant);
-    head.replaceChildren(h("div", { class: "bar" },
-      h("h1", {}, `${flow.method} ${flow.target}`), stateBadge(flow.state), flow.kind !== "call" ? h("span", { class: "kind" }, flow.kind) : null,
-      h("span", { class: "spacer" }),
-      cancellable ? h("button", { type: "button", class: "danger", onclick: cancel, "data-action": "cancel" }, task ? "Cancel task…" : "Cancel flow…") : null));
+    setText(title, `${flow.method} ${flow.target}`);
+    if (badge.dataset.state !== flow.state) {
+      badge.replaceChildren(stateBadge(flow.state));
+      badge.dataset.state = flow.state;
+    }
+    kind.hidden = flow.kind === "call";
+    setText(kind, flow.kind);
+    cancelButton.hidden = !cancellable;
+    setText(cancelButton, task ? "Cancel task…" : "Cancel flow…");
     const p = flow.principal;
     facts.replaceChildren(h("dl", { class: "facts" },
       h("dt", {}, "Flow"), h("dd", { class: "mono" }, flow.id),
@@ -181,7 +199,10 @@ export default async function flowPage(ctx, id) {
     else if (task && flow.state === "running") items.push(h("li", { class: "wait" }, `the backend is working${flow.message ? ": " + flow.message : "…"}`));
     if (flow.state === "cancelled") items.push(h("li", { class: "wait" }, `cancelled by ${flow.cancelledBy || "an admin"}${flow.cancelReason ? ": " + flow.cancelReason : ""}`));
     if (flow.state === "expired") items.push(h("li", { class: "wait" }, "expired: no answer came before its state expired"));
+    // Answers an admin opened stay open across reads.
+    const open = new Set([...timeline.querySelectorAll("li.round details[open]")].map((d) => d.closest("li").dataset.round));
     timeline.replaceChildren(...items);
+    for (const d of timeline.querySelectorAll("li.round details")) if (open.has(d.closest("li").dataset.round)) d.open = true;
   }
 
   async function cancel() {
