@@ -41,7 +41,7 @@ const pprofEnv = "PEERS_PPROF_LISTEN"
 
 // notes say what each target runs.
 var notes = map[string]string{
-	targetPublic:   "the platform binary (cmd/platform serve, SQLite, telemetry off), tenant with settings.auth.public: round 1 gathers the tool's declared form input (InputRequiredResult, sealed requestState), round 2 verifies the state and calls the tenant's signed webhook in a separate process",
+	targetPublic:   "the platform binary (cmd/platform serve, SQLite, telemetry off, the memory limit of -memory-limit), tenant with settings.auth.public: round 1 gathers the tool's declared form input (InputRequiredResult, sealed requestState), round 2 verifies the state and calls the tenant's signed webhook in a separate process",
 	targetBearer:   "the same, tenant trusting one OpenID issuer (ES256 access token on every round, verified against the issuer's JWKS; flows bound to the principal)",
 	targetSDK:      "official Go SDK v1.8.0, StreamableHTTPHandler{Stateless, JSONResponse}: the tool in process returns InputRequests and a fixed requestState, the retry reads InputResponses; no auth, no sealing, no webhook",
 	targetEcho:     "net/http + encoding/json answering the same two rounds with the same JSON shapes and checks (headers, fixed requestState, the answer): the ceiling",
@@ -288,6 +288,9 @@ func (h *harness) startPlatform(name, bin string) (base string, c *child, pprofA
 		"PLATFORM_LOG_LEVEL=warn",
 		"PLATFORM_LOG_FORMAT=json",
 	)
+	if h.opts.memoryLimit > 0 {
+		env = append(env, "PLATFORM_MEMORY_LIMIT_BYTES="+strconv.FormatInt(h.opts.memoryLimit, 10))
+	}
 	if h.opts.cpuProfile != "" {
 		if pprofAddr, err = freePort(); err != nil {
 			return "", nil, "", "", err

@@ -47,7 +47,13 @@ type options struct {
 	// before is a checkout of an earlier platform (-before): its
 	// platform targets run beside the current ones, as NAME@before.
 	before string
+	// memoryLimit is the platform's PLATFORM_MEMORY_LIMIT_BYTES (0: none).
+	memoryLimit int64
 }
+
+// chartMemoryLimit is the Helm chart's default memory limit (512Mi),
+// which the chart hands the platform as PLATFORM_MEMORY_LIMIT_BYTES.
+const chartMemoryLimit = 512 << 20
 
 func parse(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -62,6 +68,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "directory: serve net/http/pprof from every server (the platform as the pprof variant, bench/peers/cmd/platform-pprof) and, after the rounds, write there a CPU profile of each target's server during one more trial")
 	fs.BoolVar(&o.keep, "keep", false, "keep the run's directory (the processes' logs, the database)")
 	fs.StringVar(&o.before, "before", "", "directory: a checkout of an earlier platform (git worktree add DIR REV); each platform target also runs as built from it, as NAME"+beforeSuffix+", its own process and database on the same webhook, taking turns with the rest, for interleaved before-and-after figures")
+	fs.Int64Var(&o.memoryLimit, "memory-limit", chartMemoryLimit, "PLATFORM_MEMORY_LIMIT_BYTES of every platform target, as the Helm chart's default limit gives it (0: none, so Go's collector keeps its defaults)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: ./scripts/bench-peers [flags]")
 		fs.PrintDefaults()
@@ -72,8 +79,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if o.rounds < 1 || o.trial <= 0 || o.warmup < 0 || o.concurrency < 1 {
-		return o, errors.New("-rounds, -trial and -c must be positive, -warmup not negative")
+	if o.rounds < 1 || o.trial <= 0 || o.warmup < 0 || o.concurrency < 1 || o.memoryLimit < 0 {
+		return o, errors.New("-rounds, -trial and -c must be positive, -warmup and -memory-limit not negative")
 	}
 	seen := map[string]bool{}
 	for _, n := range strings.Split(*targets, ",") {
@@ -189,7 +196,7 @@ func measure(ctx context.Context, h *harness, m machine, progress io.Writer) (*r
 		}
 	}
 	rep := &report{Machine: m, Concurrency: o.concurrency, Rounds: o.rounds, TrialSeconds: o.trial.Seconds(),
-		ClockTicks: clockTicks, Profiled: o.cpuProfile != ""}
+		ClockTicks: clockTicks, Profiled: o.cpuProfile != "", MemoryLimit: o.memoryLimit}
 	for round := 1; round <= o.rounds; round++ {
 		// Each round starts one target later, and even rounds run the
 		// targets in reverse: a target that follows another in one round

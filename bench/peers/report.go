@@ -11,16 +11,19 @@ import (
 
 // report is a run's results.
 type report struct {
-	Machine      machine       `json:"machine"`
-	Concurrency  int           `json:"concurrency"`
-	Rounds       int           `json:"rounds"`
-	TrialSeconds float64       `json:"trialSeconds"`
-	ClockTicks   int64         `json:"clockTicksPerSecond"`
-	Profiled     bool          `json:"profiledVariant"`
-	Targets      []summary     `json:"targets"`
-	Ratios       []ratio       `json:"ratios"`
-	Trials       []trialResult `json:"trials"`
-	Profiles     []profile     `json:"profiles,omitempty"`
+	Machine      machine `json:"machine"`
+	Concurrency  int     `json:"concurrency"`
+	Rounds       int     `json:"rounds"`
+	TrialSeconds float64 `json:"trialSeconds"`
+	ClockTicks   int64   `json:"clockTicksPerSecond"`
+	Profiled     bool    `json:"profiledVariant"`
+	// MemoryLimit is the platform targets' PLATFORM_MEMORY_LIMIT_BYTES
+	// (0: none), which decides how Go's collector runs in them.
+	MemoryLimit int64         `json:"platformMemoryLimitBytes"`
+	Targets     []summary     `json:"targets"`
+	Ratios      []ratio       `json:"ratios"`
+	Trials      []trialResult `json:"trials"`
+	Profiles    []profile     `json:"profiles,omitempty"`
 }
 
 // summary is one target's figures over all its trials: medians of the
@@ -176,6 +179,11 @@ func (r *report) writeText(w io.Writer) {
 		fmt.Fprintf(w, "before (NAME%s): platform %s\n", beforeSuffix, m.Before)
 	}
 	fmt.Fprintf(w, "load average before %s, after %s\n", m.LoadBefore, m.LoadAfter)
+	if r.MemoryLimit > 0 {
+		fmt.Fprintf(w, "platform memory limit %d MiB (PLATFORM_MEMORY_LIMIT_BYTES; the Helm chart gives its own limit the same way)\n", r.MemoryLimit>>20)
+	} else {
+		fmt.Fprintln(w, "platform memory limit: none (-memory-limit 0): Go's collector defaults")
+	}
 	if r.Profiled {
 		fmt.Fprintln(w, "NOTE: -cpuprofile: every server served net/http/pprof on another port, the platform as the pprof variant (cmd/platform-pprof: the same server package)")
 	}

@@ -33,6 +33,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/opsmcp/platform/config"
+	"github.com/opsmcp/platform/internal/memlimit"
 	"github.com/opsmcp/platform/server"
 	"github.com/opsmcp/platform/store"
 )
@@ -126,6 +127,7 @@ func serve(args []string, stderr io.Writer) int {
 		return code
 	}
 	log := newLogger(cfg, stderr)
+	memlimit.Tune(cfg.MemoryLimitBytes, log)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := server.Run(ctx, cfg, log, version); err != nil {

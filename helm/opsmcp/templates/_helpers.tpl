@@ -120,7 +120,7 @@ reference. Built as YAML so the Deployment can check extraEnv against it.
   valueFrom:
     fieldRef:
       fieldPath: spec.nodeName
-- name: GOMEMLIMIT
+- name: PLATFORM_MEMORY_LIMIT_BYTES
   valueFrom:
     resourceFieldRef:
       resource: limits.memory

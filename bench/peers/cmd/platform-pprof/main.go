@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/config"
+	"github.com/opsmcp/platform/internal/memlimit"
 	"github.com/opsmcp/platform/server"
 )
 
@@ -47,6 +48,7 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "platform-pprof: PEERS_PPROF_LISTEN must be a loopback host:port")
 		return 2
 	}
+	memlimit.Tune(cfg.MemoryLimitBytes, log) // as cmd/platform serve does
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
