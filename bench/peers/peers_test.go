@@ -297,6 +297,18 @@ func TestProcCPUReadsThisProcess(t *testing.T) {
 	if _, err := machineBusy(); err != nil {
 		t.Fatal(err)
 	}
+	// The peak resident set is at least what this process holds now.
+	hold := make([]byte, 64<<20)
+	for i := range hold {
+		hold[i] = 1
+	}
+	peak, err := peakRSS("self")
+	if err != nil || peak < int64(len(hold)) {
+		t.Fatalf("peak RSS %d (%v) while holding %d bytes", peak, err, len(hold))
+	}
+	if _, err := peakRSS("0"); err == nil {
+		t.Fatal("a process that does not exist has a peak RSS")
+	}
 }
 
 // TestEchoWebhookDeliversRoundTwoToTheWebhook checks echo-webhook calls

@@ -161,6 +161,25 @@ func procCPU(pid string) (time.Duration, error) {
 	return time.Duration((ut + st) * int64(time.Second) / clockTicks), nil
 }
 
+// peakRSS is the largest resident set a process has had, in bytes
+// (VmHWM in /proc/<pid>/status).
+func peakRSS(pid string) (int64, error) {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("/proc/%s/status: malformed VmHWM %q", pid, v)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("/proc/%s/status: no VmHWM", pid)
+}
+
 // machineBusy is the CPU time all processors have spent not idle, from
 // /proc/stat (user, nice, system, irq, softirq, steal).
 func machineBusy() (time.Duration, error) {

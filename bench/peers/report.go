@@ -24,6 +24,9 @@ type report struct {
 	Ratios      []ratio       `json:"ratios"`
 	Trials      []trialResult `json:"trials"`
 	Profiles    []profile     `json:"profiles,omitempty"`
+	// peakRSS is each target server\'s largest resident set over the
+	// run, by target.
+	peakRSS map[string]int64
 }
 
 // summary is one target's figures over all its trials: medians of the
@@ -42,10 +45,13 @@ type summary struct {
 	OthersCores    float64 `json:"othersCores"`
 	// TotalCPU is all the benchmark's CPU per flow (server, webhook and
 	// client; median of the trials' sums): what a flow costs the machine.
-	TotalCPU   float64 `json:"totalCpuUsPerFlow"`
-	Flows      int     `json:"flows"`
-	Errors     int     `json:"errors"`
-	FirstError string  `json:"firstError,omitempty"`
+	TotalCPU float64 `json:"totalCpuUsPerFlow"`
+	// PeakRSS is the server process\'s largest resident set over the
+	// whole run (warm-up included), in bytes; 0 when unread.
+	PeakRSS    int64  `json:"serverPeakRssBytes"`
+	Flows      int    `json:"flows"`
+	Errors     int    `json:"errors"`
+	FirstError string `json:"firstError,omitempty"`
 }
 
 // ratio compares two targets' flows/s: the ratio of their medians, and
@@ -104,6 +110,7 @@ func (r *report) summarize(order []string) {
 		s.FlowsPerSec, s.ServerCPU, s.WebhookCPU, s.ClientCPU, s.OthersCores = median(fps), median(srv), median(hook), median(cli), median(oth)
 		s.TotalCPU = median(tot)
 		s.P50, s.P99 = percentiles(lat)
+		s.PeakRSS = r.peakRSS[name]
 		r.Targets = append(r.Targets, s)
 	}
 	med, cpu := map[string]float64{}, map[string]float64{}
@@ -189,15 +196,18 @@ func (r *report) writeText(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\tflows/s\t(min–max)\tround p50\tround p99\tserver CPU/flow\twebhook CPU/flow\tclient CPU/flow\tall CPU/flow\tothers' CPU\tflows\terrors\t")
+	fmt.Fprintln(tw, "target\tflows/s\t(min–max)\tround p50\tround p99\tserver CPU/flow\twebhook CPU/flow\tclient CPU/flow\tall CPU/flow\tserver peak RSS\tothers' CPU\tflows\terrors\t")
 	for _, s := range r.Targets {
-		hook := "–"
+		hook, rss := "–", "–"
 		if s.WebhookCPU > 0 {
 			hook = fmt.Sprintf("%.0f µs", s.WebhookCPU)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t(%s–%s)\t%s\t%s\t%.0f µs\t%s\t%.0f µs\t%.0f µs\t%.2f cores\t%d\t%d\t\n",
+		if s.PeakRSS > 0 {
+			rss = fmt.Sprintf("%d MiB", s.PeakRSS>>20)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t(%s–%s)\t%s\t%s\t%.0f µs\t%s\t%.0f µs\t%.0f µs\t%s\t%.2f cores\t%d\t%d\t\n",
 			s.Target, thousands(s.FlowsPerSec), thousands(s.MinFlowsPerSec), thousands(s.MaxFlowsPerSec),
-			ms(s.P50), ms(s.P99), s.ServerCPU, hook, s.ClientCPU, s.TotalCPU, s.OthersCores, s.Flows, s.Errors)
+			ms(s.P50), ms(s.P99), s.ServerCPU, hook, s.ClientCPU, s.TotalCPU, rss, s.OthersCores, s.Flows, s.Errors)
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "(flows/s and CPU: medians of the trials; round latency: over every round of every trial; all CPU: server + webhook + client;")
