@@ -2,14 +2,15 @@
 // limit.
 //
 // Go's collector, by default, runs whenever the heap has grown by what is
-// live (GOGC=100). On a replica under load that is about a sixth of the
-// CPU of a flow (docs/performance.md, "The collector"), while the heap
-// stays far below the memory the replica is given. So when the replica
-// knows its memory limit it lets the heap grow to five times what is
-// live, but never past nine tenths of the limit: the tenth left is for
-// what Go does not count (SQLite's page cache, the binary's pages). An
-// operator who sets GOGC or GOMEMLIMIT tunes the collector, and this
-// package stays out.
+// live (GOGC=100). A replica under load keeps little live and allocates
+// fast, so it collects several times a second while its heap stays far
+// below the memory it is given; collecting a quarter as often took about
+// a tenth off a flow's CPU (docs/performance.md, "The collector tuned to
+// the memory limit"). So when a replica knows its memory limit it lets
+// the heap grow by four times what is live, but never past nine tenths
+// of the limit: the tenth left is for what Go does not count (SQLite's
+// page cache, the binary's pages). An operator who sets GOGC or
+// GOMEMLIMIT tunes the collector, and this package stays out.
 package memlimit
 
 import (
