@@ -48,7 +48,7 @@ type Config struct {
 	CatalogueCacheBytes int64
 	// MemoryLimitBytes is the memory the replica may use (its
 	// container's limit); 0 means the cgroup's limit, if any. Under a
-	// known limit the replica tunes Go's collector (cmd/platform).
+	// known limit the replica tunes Go's collector (internal/memlimit).
 	MemoryLimitBytes  int64
 	StateKeys         string
 	SecretsKeys       string
@@ -108,7 +108,7 @@ func Flags(fs *flag.FlagSet) *Config {
 	fs.DurationVar(&c.CatalogueRefresh, "catalogue-refresh", time.Second, "how often each replica reads the change feed (catalogues, settings, issuers, key rings changed elsewhere) when no notification woke it")
 	fs.DurationVar(&c.FullCheck, "full-check", feed.DefaultFullCheck, "how often each replica compares every catalogue and key ring it caches with the database and key store, the change feed's safety net")
 	fs.Int64Var(&c.CatalogueCacheBytes, "catalogue-cache-bytes", 1<<30, "bound on the tenants' catalogues a replica keeps in memory, in bytes (estimated); the least recently used are evicted past it and load again on their next request")
-	fs.Int64Var(&c.MemoryLimitBytes, "memory-limit-bytes", 0, "memory this replica may use, in bytes: its container's limit (0: the cgroup's limit, if any); under a known limit Go's collector runs less often, its heap kept under nine tenths of the limit, unless GOGC or GOMEMLIMIT is set")
+	fs.Int64Var(&c.MemoryLimitBytes, "memory-limit-bytes", 0, "memory this replica may use, in bytes: its container's limit (0: the cgroup's limit, if any; the smaller of the two counts); under a known limit Go's collector runs less often, its heap kept under nine tenths of the limit (docs/operating.md, Sizing a replica)")
 	fs.StringVar(&c.StateKeys, "state-keys", "", "comma-separated base64 request-state secrets (≥32 bytes each), minting key first; shared by all replicas (default: a random per-process key)")
 	fs.StringVar(&c.SecretsKeys, "secrets-keys", "", "comma-separated base64 keys (≥32 bytes each) sealing webhook secrets in the database, sealing key first; the same on every replica (default: none, and secrets are stored unsealed)")
 	fs.StringVar(&c.ConfigFile, "config", "", "optional YAML file of settings, keyed by flag name")
@@ -238,8 +238,8 @@ func (c *Config) Validate() error {
 	if c.CatalogueCacheBytes < 1<<20 {
 		errs = append(errs, errors.New("catalogue-cache-bytes must be at least 1048576 (1 MiB)"))
 	}
-	if c.MemoryLimitBytes != 0 && c.MemoryLimitBytes < 64<<20 {
-		errs = append(errs, errors.New("memory-limit-bytes must be 0 (the cgroup's limit) or at least 67108864 (64 MiB)"))
+	if c.MemoryLimitBytes < 0 {
+		errs = append(errs, errors.New("memory-limit-bytes must not be negative (0: the cgroup's limit)"))
 	}
 	if c.CatalogueRefresh < 10*time.Millisecond {
 		errs = append(errs, errors.New("catalogue-refresh must be at least 10ms"))

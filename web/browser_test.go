@@ -181,6 +181,11 @@ func TestAdminsWatchFlowsLiveAndCancelThem(t *testing.T) {
 		t.Errorf("the timeline shows an answer's content:\n%s", timeline)
 	}
 	checkLayout(t, admin, "flow")
+	// A multi-round flow's page names its kind beside its state.
+	if kind := browsertest.Value(t, admin, "read the kind label", chromedp.Evaluate[string](
+		`[...document.querySelectorAll(".bar .kind")].filter(e => getComputedStyle(e).display !== "none").map(e => e.textContent).join(",")`)); kind != "flow" {
+		t.Errorf("the flow's page labels its kind %q, want flow", kind)
+	}
 
 	// Cancel with a reason; the client's next round is refused.
 	browsertest.Do(t, admin, "cancel the flow",

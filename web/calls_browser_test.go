@@ -143,6 +143,11 @@ func TestAOneRoundCallToADeadWebhookAppearsLiveWithItsCause(t *testing.T) {
 		}
 	}
 	checkLayout(t, admin, "call-failed")
+	// A call's page names no kind: the label is there for flows and tasks.
+	if shown := browsertest.Value(t, admin, "look for a kind label", chromedp.Evaluate[bool](
+		`[...document.querySelectorAll(".bar .kind")].some(e => getComputedStyle(e).display !== "none")`)); shown {
+		t.Error("a call's page shows a kind label")
+	}
 
 	// Search by prefix, in the URL and the box: the target's start, then
 	// a flow id's.

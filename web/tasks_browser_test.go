@@ -128,7 +128,9 @@ func TestAdminsSeeTasksAndCancelThem(t *testing.T) {
 		chromedp.WaitVisible(browsertest.CSS(`dialog textarea`)),
 		chromedp.SendKeys(browsertest.CSS(`dialog textarea`), "the month is wrong"),
 		chromedp.Click(browsertest.CSS(`dialog button[type="submit"]`)),
-		chromedp.WaitVisible(browsertest.CSS(`.badge.s-cancelled`)))
+		chromedp.WaitVisible(browsertest.CSS(`.badge.s-cancelled`)),
+		// Nothing is left to cancel: the button is hidden, not just inert.
+		browsertest.Until(`getComputedStyle(document.querySelector('button[data-action="cancel"]')).display === "none"`))
 	testwait.Until(t, "the cancel reaches the backend", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()

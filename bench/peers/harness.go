@@ -273,8 +273,10 @@ func (h *harness) startPlatform(name, bin string) (base string, c *child, pprofA
 	token = randomToken()
 	env := []string{}
 	for _, kv := range os.Environ() {
-		// The developer's own platform and OpenTelemetry settings stay out.
-		if !strings.HasPrefix(kv, "PLATFORM_") && !strings.HasPrefix(kv, "OTEL_") && !strings.HasPrefix(kv, roleEnv+"=") {
+		// The developer's own platform, OpenTelemetry and collector
+		// settings stay out: -memory-limit decides the collector.
+		if !strings.HasPrefix(kv, "PLATFORM_") && !strings.HasPrefix(kv, "OTEL_") && !strings.HasPrefix(kv, roleEnv+"=") &&
+			!strings.HasPrefix(kv, "GOGC=") && !strings.HasPrefix(kv, "GOMEMLIMIT=") {
 			env = append(env, kv)
 		}
 	}

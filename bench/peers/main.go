@@ -68,7 +68,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "directory: serve net/http/pprof from every server (the platform as the pprof variant, bench/peers/cmd/platform-pprof) and, after the rounds, write there a CPU profile of each target's server during one more trial")
 	fs.BoolVar(&o.keep, "keep", false, "keep the run's directory (the processes' logs, the database)")
 	fs.StringVar(&o.before, "before", "", "directory: a checkout of an earlier platform (git worktree add DIR REV); each platform target also runs as built from it, as NAME"+beforeSuffix+", its own process and database on the same webhook, taking turns with the rest, for interleaved before-and-after figures")
-	fs.Int64Var(&o.memoryLimit, "memory-limit", chartMemoryLimit, "PLATFORM_MEMORY_LIMIT_BYTES of every platform target, as the Helm chart's default limit gives it (0: none, so Go's collector keeps its defaults)")
+	fs.Int64Var(&o.memoryLimit, "memory-limit", chartMemoryLimit, "PLATFORM_MEMORY_LIMIT_BYTES of every platform target, as the Helm chart's default limit gives it (0: not given, and a platform reads its cgroup's limit, if any); GOGC and GOMEMLIMIT never reach the platforms")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: ./scripts/bench-peers [flags]")
 		fs.PrintDefaults()

@@ -24,7 +24,7 @@ type report struct {
 	Ratios      []ratio       `json:"ratios"`
 	Trials      []trialResult `json:"trials"`
 	Profiles    []profile     `json:"profiles,omitempty"`
-	// peakRSS is each target server\'s largest resident set over the
+	// peakRSS is each target server's largest resident set over the
 	// run, by target.
 	peakRSS map[string]int64
 }
@@ -46,7 +46,7 @@ type summary struct {
 	// TotalCPU is all the benchmark's CPU per flow (server, webhook and
 	// client; median of the trials' sums): what a flow costs the machine.
 	TotalCPU float64 `json:"totalCpuUsPerFlow"`
-	// PeakRSS is the server process\'s largest resident set over the
+	// PeakRSS is the server process's largest resident set over the
 	// whole run (warm-up included), in bytes; 0 when unread.
 	PeakRSS    int64  `json:"serverPeakRssBytes"`
 	Flows      int    `json:"flows"`
@@ -189,7 +189,7 @@ func (r *report) writeText(w io.Writer) {
 	if r.MemoryLimit > 0 {
 		fmt.Fprintf(w, "platform memory limit %d MiB (PLATFORM_MEMORY_LIMIT_BYTES; the Helm chart gives its own limit the same way)\n", r.MemoryLimit>>20)
 	} else {
-		fmt.Fprintln(w, "platform memory limit: none (-memory-limit 0): Go's collector defaults")
+		fmt.Fprintln(w, "platform memory limit: not given (-memory-limit 0; a platform still reads its cgroup's, if any)")
 	}
 	if r.Profiled {
 		fmt.Fprintln(w, "NOTE: -cpuprofile: every server served net/http/pprof on another port, the platform as the pprof variant (cmd/platform-pprof: the same server package)")

@@ -14,17 +14,20 @@ import (
 
 // TestServeTunesTheCollectorToItsMemoryLimit runs `platform serve` with
 // a memory limit and reads what Go's collector was set to from the
-// replica's own metrics: GOGC 400 and nine tenths of the limit, and
-// Go's defaults when the operator set GOGC.
+// replica's own metrics: GOGC 400 and nine tenths of the limit; the
+// operator's GOGC under nine tenths of the limit; the operator's
+// GOMEMLIMIT and Go's GOGC.
 func TestServeTunesTheCollectorToItsMemoryLimit(t *testing.T) {
+	// A small limit, under any machine's cgroup limit: the smaller counts.
 	for _, tc := range []struct {
 		name             string
 		env              []string
 		gogc, heapLimit  float64
 		logWhy, logLimit string
 	}{
-		{"the setting", []string{"PLATFORM_MEMORY_LIMIT_BYTES=1073741824"}, 400, 966367638, "", `"heap_limit":966367638`},
-		{"GOGC set by the operator", []string{"PLATFORM_MEMORY_LIMIT_BYTES=1073741824", "GOGC=150"}, 150, 9223372036854775807, `"why":"GOGC is set"`, ""},
+		{"the setting", []string{"PLATFORM_MEMORY_LIMIT_BYTES=268435456"}, 400, 241591905, "", `"heap_limit":241591905`},
+		{"GOGC set by the operator", []string{"PLATFORM_MEMORY_LIMIT_BYTES=268435456", "GOGC=150"}, 150, 241591905, `"gogc_kept":"GOGC is set"`, `"heap_limit":241591905`},
+		{"GOMEMLIMIT set by the operator", []string{"PLATFORM_MEMORY_LIMIT_BYTES=268435456", "GOMEMLIMIT=700MiB"}, 100, 700 << 20, `"why":"GOMEMLIMIT is set"`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			addr := freeAddr(t)

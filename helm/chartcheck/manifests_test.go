@@ -147,6 +147,18 @@ func checkDeployment(t *testing.T, r release, d *appsv1.Deployment) {
 	if got := envValue(t, c, "PLATFORM_LISTEN"); got != fmt.Sprintf(":%d", r.num("containerPort")) {
 		t.Errorf("PLATFORM_LISTEN = %q, want :%d", got, r.num("containerPort"))
 	}
+	// The memory limit reaches the platform in bytes (the default divisor:
+	// "512" would read as 512 bytes), and the requested memory is all of
+	// it, since the collector lets the heap use nine tenths.
+	if e, ok := env(c, "PLATFORM_MEMORY_LIMIT_BYTES"); !ok || e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil ||
+		e.ValueFrom.ResourceFieldRef.Resource != "limits.memory" ||
+		(!e.ValueFrom.ResourceFieldRef.Divisor.IsZero() && e.ValueFrom.ResourceFieldRef.Divisor.Value() != 1) {
+		t.Errorf("PLATFORM_MEMORY_LIMIT_BYTES: %+v, want limits.memory in bytes", e)
+	}
+	if req, lim := c.Resources.Requests.Memory(), c.Resources.Limits.Memory(); r.name == "minimal-values" && req.Cmp(*lim) != 0 {
+		t.Errorf("by default memory requested %s, limited to %s: want them equal", req, lim)
+	}
+	wantNoEnv(t, c, "GOMEMLIMIT")
 	if got := envValue(t, c, "PLATFORM_PUBLIC_URL"); got != r.str("publicURL") {
 		t.Errorf("PLATFORM_PUBLIC_URL = %q, want %q", got, r.str("publicURL"))
 	}

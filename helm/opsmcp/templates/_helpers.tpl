@@ -292,6 +292,9 @@ or put a secret in a plain value.
 {{- if and (has .name $secretNames) (hasKey . "value") }}
 {{- fail (printf "extraEnv: %s carries a secret; give it by reference (valueFrom.secretKeyRef or the chart's existingSecret value), never as a plain value" .name) }}
 {{- end }}
+{{- if eq .name "PLATFORM_MEMORY_LIMIT_BYTES" }}
+{{- fail "extraEnv: PLATFORM_MEMORY_LIMIT_BYTES is set by the chart from resources.limits.memory; change that instead" }}
+{{- end }}
 {{- if hasKey $taken .name }}
 {{- fail (printf "extraEnv: %s is set by the chart from its values; change the value instead" .name) }}
 {{- end }}
