@@ -289,3 +289,37 @@ func latestFlow(t *testing.T, p *platformtest.Platform, slug, state string) stri
 	})
 	return id
 }
+
+// TestOpenedAnswersStayOpenAcrossLiveReads: on the page of a flow whose
+// tenant records answers, the answers an admin opened stay open when the
+// flow's next round arrives and the page reads it again.
+func TestOpenedAnswersStayOpenAcrossLiveReads(t *testing.T) {
+	p, op := adminPlatform(t, "platform-admin-answers")
+	oidctest.SetRoles("id1", "platform-admin")
+	p.MustAdmin(t, 201, "POST", "/api/v1/tenants", obj{"slug": "acme", "displayName": "Acme",
+		"settings": obj{"auth": obj{"public": true}, "recordAnswers": true}})
+	p.Tool(t, "acme", deployTool(backend(t)))
+	_, st := inputRequired(t, callDeploy(t, p, "acme", "billing", nil, ""))
+	_, st = inputRequired(t, callDeploy(t, p, "acme", "billing", obj{"region": accept(obj{"region": "eu-west-1"})}, st))
+	id := latestFlow(t, p, "acme", "awaiting_input")
+
+	admin := browsertest.New(t)()
+	signIn(t, admin, p.URL, op.UserName(1))
+	answered := `li.round[data-round="2"] details`
+	browsertest.Do(t, admin, "open the region's answers",
+		chromedp.Navigate(p.URL+"/admin/flows/"+id),
+		chromedp.WaitVisible(browsertest.CSS(answered+" summary")),
+		chromedp.Click(browsertest.CSS(answered+" summary")),
+		browsertest.Until(fmt.Sprintf(`document.querySelector(%q).open`, answered)))
+	platformtest.Result(t, callDeploy(t, p, "acme", "billing", obj{"confirm": accept(obj{"ok": true})}, st))
+	browsertest.Do(t, admin, "the last round lands on the open page",
+		browsertest.Until(`document.querySelectorAll("ol.timeline li.round").length === 3`))
+	if open := browsertest.Value(t, admin, "are the region's answers still open", chromedp.Evaluate[bool](
+		fmt.Sprintf(`document.querySelector(%q).open`, answered))); !open {
+		t.Error("a live read closed the answers the admin opened")
+	}
+	if closed := browsertest.Value(t, admin, "are the confirmation's answers closed", chromedp.Evaluate[bool](
+		`!document.querySelector('li.round[data-round="3"] details').open`)); !closed {
+		t.Error("answers the admin did not open are open")
+	}
+}

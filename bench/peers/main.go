@@ -237,12 +237,12 @@ func measure(ctx context.Context, h *harness, m machine, progress io.Writer) (*r
 		}
 	}
 	rep.Machine.LoadAfter = loadAverage()
-	rep.peakRSS = map[string]int64{}
+	peak := map[string]int64{}
 	for _, t := range h.targets {
 		if n, err := peakRSS(t.serverPID); err == nil {
-			rep.peakRSS[t.Name] = n
+			peak[t.Name] = n
 		}
 	}
-	rep.summarize(o.targets)
+	rep.summarize(o.targets, peak)
 	return rep, nil
 }

@@ -24,9 +24,6 @@ type report struct {
 	Ratios      []ratio       `json:"ratios"`
 	Trials      []trialResult `json:"trials"`
 	Profiles    []profile     `json:"profiles,omitempty"`
-	// peakRSS is each target server's largest resident set over the
-	// run, by target.
-	peakRSS map[string]int64
 }
 
 // summary is one target's figures over all its trials: medians of the
@@ -82,7 +79,9 @@ type profile struct {
 	ServerCPU   float64 `json:"serverCpuUsPerFlow"`
 }
 
-func (r *report) summarize(order []string) {
+// summarize computes the targets' figures and the ratios; peak is
+// each target's server's largest resident set, by target.
+func (r *report) summarize(order []string, peak map[string]int64) {
 	byRound := map[string]map[int]float64{}
 	for _, name := range order {
 		s := summary{Target: name, Note: noteOf(name)}
@@ -110,7 +109,7 @@ func (r *report) summarize(order []string) {
 		s.FlowsPerSec, s.ServerCPU, s.WebhookCPU, s.ClientCPU, s.OthersCores = median(fps), median(srv), median(hook), median(cli), median(oth)
 		s.TotalCPU = median(tot)
 		s.P50, s.P99 = percentiles(lat)
-		s.PeakRSS = r.peakRSS[name]
+		s.PeakRSS = peak[name]
 		r.Targets = append(r.Targets, s)
 	}
 	med, cpu := map[string]float64{}, map[string]float64{}
