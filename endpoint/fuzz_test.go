@@ -83,6 +83,23 @@ var onePassSeeds = []string{
 	`{"jsonrpc":"2.0","id":1,"method":"m","params":"x"}`,
 	`{"jsonrpc":"2.0","id":1,"result":{},"params":{}}`,
 	` {"jsonrpc" : "2.0" , "id" : "a" , "method" : "m" , "params" : { "name" : "x" , "_meta" : { "progressToken" : -1 } } } `,
+	// The envelope's own members, each spelling the walk must read as
+	// encoding/json does or leave to it.
+	`{"JSONRPC":"2.0","ID":7,"METHOD":"tools/call","PARAMS":{"name":"x"}}`,
+	`{"jsonrpc":"2.0","jsonrpc":null,"id":1,"method":"m"}`,
+	`{"jsonrpc":"2.0","id":1,"method":"m","method":null}`,
+	`{"jsonrpc":"2\u002e0","id":1,"method":"tools\/call"}`,
+	"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\xff\"}",
+	`{"jsonrpc":"2.0","id":1,"method":"m","result":null}`,
+	`{"jsonrpc":"2.0","id":1,"method":"m","ERROR":false}`,
+	`{"jsonrpc":"2.0","id":1,"id":"b","id":{"x":1},"method":"m"}`,
+	`{"jsonrpc":"2.0","id":[1],"method":"m"}`,
+	`{"jsonrpc":"2.0","i\u0064":1,"method":"m"}`,
+	`{"jsonrpc":"2.0","id":1,"method":"m","params":{}}x`,
+	`{"jsonrpc":"2.0","id":1,"method":"m","params":{"name":"x",}}`,
+	`{"jsonrpc":2.0,"id":1,"method":"m"}`,
+	`{"jsonrpc":"2.0","id":1,"method":"m","params":true}`,
+	`"tools/call"`, `5`, `null`, `{}`,
 }
 
 func checkOnePass(t *testing.T, body []byte, version, method, name string) {

@@ -9,14 +9,15 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/opsmcp/platform/internal/jsontext"
 	"github.com/opsmcp/platform/mcp"
 	"github.com/opsmcp/platform/mrtr"
 )
 
 // params holds every field any method of ours reads from params. Unknown
-// fields are ignored, as the protocol asks. It decodes itself
-// (UnmarshalJSON, below) inside the envelope's one json.Unmarshal: the
-// fields are slices of one copy of the params, not one allocation each.
+// fields are ignored, as the protocol asks. parseRequest reads it in its
+// one walk over the body (decode, below): the fields are slices of one
+// copy of the body, not one allocation each.
 type params struct {
 	Meta           meta
 	Name           json.RawMessage
@@ -121,22 +122,11 @@ var paramFields = [...]string{"name", "uri", "arguments", "cursor", "inputRespon
 // gives the answer, error or not, exactly as it always has.
 var errSlowPath = errors.New("params need the general decoder")
 
-// UnmarshalJSON reads params from the envelope's value, which
-// encoding/json has validated already: one walk over its members, the
-// values kept raw. Each occurrence of params replaces the one before, as
-// when params was a json.RawMessage; two _meta objects in one params
-// merge, as they did into a map, and a null _meta clears it.
-func (p *params) UnmarshalJSON(data []byte) error {
-	*p = params{}
-	if len(data) > 0 && data[0] == 'n' {
-		return nil // null: no params
-	}
-	if len(data) == 0 || data[0] != '{' {
-		return errSlowPath
-	}
-	// encoding/json lends data for this call only; one copy holds every
-	// field.
-	data = bytes.Clone(data)
+// decode reads params from an object known to be valid JSON: one walk
+// over its members, the values kept as slices of data. Two _meta objects
+// in one params merge, as they did into a map, and a null _meta clears
+// it.
+func (p *params) decode(data []byte) error {
 	it := members{data: data}
 	for {
 		key, value, ok := it.next()
@@ -345,26 +335,18 @@ type wrapped struct {
 	Error  json.RawMessage `json:"error,omitempty"`
 }
 
-// envelope is wrapped with the params decoded in the same pass.
-type envelope struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id,omitempty"`
-	Method  string          `json:"method"`
-	Params  *params         `json:"params,omitempty"`
-	Result  json.RawMessage `json:"result,omitempty"`
-	Error   json.RawMessage `json:"error,omitempty"`
-}
-
 // parseRequest decodes the JSON-RPC envelope and the params. On error
 // the returned request still carries what was read (the id, the
 // method), so the error can be answered and recorded.
 //
-// A well-formed request is decoded in one json.Unmarshal, the params by
-// their own UnmarshalJSON. Anything that pass does not take (invalid
-// JSON, a field of the wrong type, params that are not an object, keys
-// with escapes) is decoded again by parseSlow, the envelope then the
-// params, which names the first thing wrong in the order clients rely
-// on: envelope before params.
+// A well-formed request is checked (jsontext.Valid) and read in one walk
+// over its members, the values kept as slices of one copy of the body.
+// Anything that walk does not take (invalid JSON, a field of the wrong
+// type, params that are not an object, keys with escapes or non-ASCII
+// bytes) is decoded again by parseSlow, the envelope then the params,
+// which names the first thing wrong in the order clients rely on:
+// envelope before params. FuzzParseRequestOnePass holds the two to the
+// same answer for any body.
 func parseRequest(body []byte) (*request, *rpcError) {
 	q := &request{}
 	trimmed := bytes.TrimSpace(body)
@@ -374,25 +356,104 @@ func parseRequest(body []byte) (*request, *rpcError) {
 	if trimmed[0] == '[' {
 		return q, newError(http.StatusBadRequest, mcp.CodeInvalidRequest, "Batches are not supported: send one JSON-RPC message per POST", nil)
 	}
-	m := envelope{Params: &q.p}
-	if json.Unmarshal(trimmed, &m) != nil {
+	if trimmed[0] != '{' || !jsontext.Valid(trimmed) {
 		return parseSlow(trimmed)
 	}
-	switch {
-	case m.Params == nil:
-		// The last params was null, after which encoding/json decodes a
-		// later one, if any, into a params of its own.
-		q.p = params{}
-	case m.Params != &q.p:
-		q.p = *m.Params
+	var (
+		id              json.RawMessage
+		method, version string
+		response        bool
+	)
+	// The body is the caller's for this call only; one copy holds every
+	// field.
+	it := members{data: bytes.Clone(trimmed)}
+	for {
+		key, value, ok := it.next()
+		if !ok {
+			if it.err != nil {
+				return parseSlow(trimmed)
+			}
+			break
+		}
+		if !plainKey(key) {
+			return parseSlow(trimmed)
+		}
+		// Members match as encoding/json matches a struct's fields: the
+		// exact name, else ASCII case-insensitively; the last of
+		// duplicates wins.
+		switch envelopeField(key) {
+		case "jsonrpc":
+			if version, ok = plainString(value); !ok {
+				return parseSlow(trimmed)
+			}
+		case "method":
+			if method, ok = plainString(value); !ok {
+				return parseSlow(trimmed)
+			}
+		case "id":
+			id = value
+		case "params":
+			// Each params replaces the one before, whole; null clears it.
+			q.p = params{}
+			switch value[0] {
+			case 'n':
+			case '{':
+				if q.p.decode(value) != nil {
+					return parseSlow(trimmed)
+				}
+			default:
+				return parseSlow(trimmed)
+			}
+		case "result", "error":
+			response = true
+		}
 	}
-	if rerr := q.envelope(m.ID, m.Method, m.JSONRPC, m.Result != nil || m.Error != nil); rerr != nil {
+	if rerr := q.envelope(id, method, version, response); rerr != nil {
 		// The envelope is checked before the params, here as in
 		// parseSlow: the params, decoded already, are not looked at.
 		q.p = params{}
 		return q, rerr
 	}
 	return q, nil
+}
+
+// envelopeFields are the envelope's members the platform reads.
+var envelopeFields = [...]string{"jsonrpc", "id", "method", "params", "result", "error"}
+
+// envelopeField returns which of envelopeFields key names, or "".
+func envelopeField(key []byte) string {
+	for _, f := range envelopeFields {
+		if string(key) == f {
+			return f
+		}
+	}
+	for _, f := range envelopeFields {
+		if bytes.EqualFold(key, []byte(f)) {
+			return f
+		}
+	}
+	return ""
+}
+
+// plainString is a JSON string without escapes whose bytes are valid
+// UTF-8, as the string it holds: the one spelling whose bytes are its
+// value. "2.0" and tools/call, in nearly every request, are not copied.
+func plainString(v []byte) (string, bool) {
+	n := len(v)
+	if n < 2 || v[0] != '"' || v[n-1] != '"' {
+		return "", false
+	}
+	s := v[1 : n-1]
+	if bytes.IndexByte(s, '\\') >= 0 || !utf8.Valid(s) {
+		return "", false
+	}
+	switch string(s) {
+	case "2.0":
+		return "2.0", true
+	case mcp.MethodToolsCall:
+		return mcp.MethodToolsCall, true
+	}
+	return string(s), true
 }
 
 // envelope applies the envelope's rules, in order.

@@ -2,13 +2,17 @@ package endpoint
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 )
 
 // BenchmarkParseRequest decodes and checks a typical tools/call request:
 // the one-pass decoding, and the general one it falls back to.
 func BenchmarkParseRequest(b *testing.B) {
-	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"tool0007","arguments":{"msg":"hi"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":"p1","traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}}`)
+	call := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"tool0007","arguments":{"msg":"hi"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":"p1","traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}}`)
+	// An answered retry: a sealed state of a typical size, the answer.
+	retry := []byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"tool0007","arguments":{},"inputResponses":{"confirm":{"action":"accept","content":{"ok":true}}},"requestState":"v1.` +
+		strings.Repeat("AbCdEfGhIjKlMnOpQrStUvWxYz0123456789-_", 20) + `","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}},"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1.0.0"}}}}`)
 	h := http.Header{}
 	h.Set("MCP-Protocol-Version", "2026-07-28")
 	h.Set("Mcp-Method", "tools/call")
@@ -17,17 +21,22 @@ func BenchmarkParseRequest(b *testing.B) {
 		name  string
 		parse func([]byte) (*request, *rpcError)
 	}{{"onepass", parseRequest}, {"general", parseSlow}} {
-		b.Run(c.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				q, e := c.parse(body)
-				if e != nil {
-					b.Fatal(e.Message)
+		for _, body := range []struct {
+			name string
+			b    []byte
+		}{{"call", call}, {"retry", retry}} {
+			b.Run(c.name+"/"+body.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					q, e := c.parse(body.b)
+					if e != nil {
+						b.Fatal(e.Message)
+					}
+					if e := q.checkEnvelope(h); e != nil {
+						b.Fatal(e.Message)
+					}
 				}
-				if e := q.checkEnvelope(h); e != nil {
-					b.Fatal(e.Message)
-				}
-			}
-		})
+			})
+		}
 	}
 }
