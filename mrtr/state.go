@@ -387,10 +387,27 @@ func TokenFromJSON(raw json.RawMessage) (token string, present bool, err error) 
 	case v[0] != '"':
 		return "", false, reject(ReasonNonString)
 	}
+	if s := raw[i+1 : j]; len(s) > 0 && s[len(s)-1] == '"' && printableASCII(s[:len(s)-1]) {
+		// A sealed token's alphabet: the string is its bytes, as
+		// json.Unmarshal would decode it, without its validating scan.
+		return string(s[:len(s)-1]), true, nil
+	}
 	if err := json.Unmarshal(raw, &token); err != nil {
 		return "", false, reject(ReasonNonString)
 	}
 	return token, true, nil
+}
+
+// printableASCII reports whether s holds only printable ASCII other than
+// the quote and the backslash: a JSON string's content that needs no
+// decoding.
+func printableASCII(s []byte) bool {
+	for _, c := range s {
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // The principal claim is base64url-nopad(salt[8] || HMAC-SHA256(key,

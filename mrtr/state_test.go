@@ -826,7 +826,7 @@ func FuzzTokenFromJSON(f *testing.F) {
 	s := &Sealer{Codec: mustRing(f, secret(1)), Now: (&fakeClock{t: epoch}).Now}
 	b := deployBinding()
 	for _, seed := range []string{``, `null`, ` null `, `"v1.AAAA"`, `"v1.\u0041"`, `123`, `{"token":"x"}`, `["v1."]`,
-		`"\ud800"`, `"v1.` + strings.Repeat("A", 80) + `"`, `nul`, `"unterminated`, `"a" "b"`, "\"v1.\x00\""} {
+		`"\ud800"`, `"v1.` + strings.Repeat("A", 80) + `"`, `nul`, `"unterminated`, `"a" "b"`, "\"v1.\x00\"", `"v1.a\"b"`, `"v1.ab\\"`, `"v1.a\\\"`, "\"v1.\x7f\"", `"v1.é"`, `"v1."x`, `"`} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
