@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"net/url"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -40,5 +41,27 @@ func TestSQLiteKeepsTemporaryDataInMemoryUnlessTheURLSaysOtherwise(t *testing.T)
 				t.Fatalf("temp_store = %d (%v), want %d", got, err, c.want)
 			}
 		})
+	}
+}
+
+// TestSQLitePathsKeepTheCharactersAFileURIReadsOtherwise: the store
+// opens SQLite through a file: URI, where % starts an escape and #
+// a fragment; a path holding them still names the file it says.
+func TestSQLitePathsKeepTheCharactersAFileURIReadsOtherwise(t *testing.T) {
+	ctx := context.Background()
+	for _, name := range []string{"a%25b.db", "a%b.db", "a#b.db", "a b.db", "a&_txlock=x.db", "a=b;c.db"} {
+		dir := t.TempDir()
+		st, err := store.Open(ctx, "sqlite:"+filepath.Join(dir, name))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		_, err = st.Migrate(ctx)
+		st.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("%s: the database is not at the path named: %v", name, err)
+		}
 	}
 }

@@ -1,11 +1,14 @@
 package record
 
-import "time"
+import (
+	"time"
 
-// sqliteTime is how the SQLite driver writes a time.Time it binds; the
-// record writes its times the same way (appendSQLiteTime), so SQLite
-// compares them, as text, with the times a query binds.
-const sqliteTime = "2006-01-02 15:04:05.999999999-07:00"
+	"github.com/opsmcp/platform/store/internal/sqldb"
+)
+
+// sqliteTime is how times are kept as text on SQLite; the record writes
+// its own that way (appendSQLiteTime).
+const sqliteTime = sqldb.SQLiteTime
 
 // appendSQLiteTime appends t, in UTC and cut to microseconds, as
 // t.AppendFormat(b, sqliteTime) would, without reading the layout: the

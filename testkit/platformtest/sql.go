@@ -3,12 +3,15 @@ package platformtest
 import (
 	"context"
 	"database/sql"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 
-	_ "github.com/glebarez/go-sqlite"  // database/sql driver "sqlite", as the store's
-	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx", as the store's
+	_ "github.com/jackc/pgx/v5/stdlib"       // database/sql driver "pgx", as the store's
+	_ "github.com/ncruces/go-sqlite3/driver" // database/sql driver "sqlite3", as the store's
+
+	"github.com/opsmcp/platform/store"
 )
 
 // DB is a plain database/sql connection to a test's database, apart from
@@ -20,18 +23,19 @@ type DB struct {
 	postgres bool
 }
 
-// SQL connects to the database at url (a store URL: sqlite:PATH or
+// SQL connects to the database at rawURL (a store URL: sqlite:PATH or
 // postgres://…); the connection is closed when the test ends.
-func SQL(t testing.TB, url string) *DB {
+func SQL(t testing.TB, rawURL string) *DB {
 	t.Helper()
-	driver, dsn, postgres := "sqlite", "", false
+	driver, dsn, postgres := "sqlite3", "", false
 	switch {
-	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		driver, dsn, postgres = "pgx", url, true
+	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
+		driver, dsn, postgres = "pgx", rawURL, true
 	default:
-		path := strings.TrimPrefix(strings.TrimPrefix(url, "sqlite://"), "sqlite:")
+		path := strings.TrimPrefix(strings.TrimPrefix(rawURL, "sqlite://"), "sqlite:")
 		path, _, _ = strings.Cut(path, "?")
-		dsn = path + "?_pragma=busy_timeout(10000)"
+		// Times as the store binds and reads them.
+		dsn = "file:" + path + "?" + url.Values{"_pragma": {"busy_timeout(10000)"}, "_timefmt": {store.SQLiteTime}}.Encode()
 	}
 	db, err := sql.Open(driver, dsn)
 	if err != nil {

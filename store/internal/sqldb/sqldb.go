@@ -19,6 +19,13 @@ const (
 	Postgres Dialect = "postgres"
 )
 
+// SQLiteTime is how times are kept as text on SQLite: the layout the
+// store's driver binds and reads a time.Time in (its _timefmt), and the
+// one the flow record writes its own times in, so SQLite compares them,
+// as text, with the times a query binds. It is the layout the store's
+// earlier driver wrote, so databases written by it read the same.
+const SQLiteTime = "2006-01-02 15:04:05.999999999-07:00"
+
 // ErrNotFound is the one not-found every part of the store returns, so
 // callers branch on store.ErrNotFound whichever part answered.
 var ErrNotFound = errors.New("not found")
