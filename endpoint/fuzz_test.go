@@ -136,7 +136,8 @@ func checkOnePass(t *testing.T, body []byte, version, method, name string) {
 		{"_meta version", p.Meta.protocolVersion, w.Meta.protocolVersion}, {"_meta caps", p.Meta.clientCapabilities, w.Meta.clientCapabilities},
 		{"_meta info", p.Meta.clientInfo, w.Meta.clientInfo}, {"_meta token", p.Meta.progressToken, w.Meta.progressToken},
 		{"_meta level", p.Meta.logLevel, w.Meta.logLevel}, {"traceparent", p.Meta.traceparent, w.Meta.traceparent},
-		{"tracestate", p.Meta.tracestate, w.Meta.tracestate}, {"baggage", p.Meta.baggage, w.Meta.baggage}} {
+		{"tracestate", p.Meta.tracestate, w.Meta.tracestate}, {"baggage", p.Meta.baggage, w.Meta.baggage},
+		{"taskId", p.TaskID, w.TaskID}, {"task", p.Task, w.Task}} {
 		same(f.what, f.a, f.b)
 	}
 	if p.Meta.present != w.Meta.present {
@@ -149,7 +150,8 @@ func checkOnePass(t *testing.T, body []byte, version, method, name string) {
 	if (e == nil) != (we == nil) || e != nil && (e.Code != we.Code || e.Message != we.Message) {
 		t.Fatalf("%q: envelope check %+v, general %+v", body, e, we)
 	}
-	if q.version != want.version || q.name != want.name || q.uri != want.uri || q.logLevel != want.logLevel || q.client != want.client {
+	if q.version != want.version || q.name != want.name || q.uri != want.uri || q.logLevel != want.logLevel || q.client != want.client ||
+		q.taskID != want.taskID || q.v1Task != want.v1Task || q.v1TTL != want.v1TTL {
 		t.Fatalf("%q: checked %+v, general %+v", body, q, want)
 	}
 	same("progressToken", q.progressToken, want.progressToken)

@@ -391,7 +391,10 @@ func parseRequest(body []byte) (*request, *rpcError) {
 				return parseSlow(trimmed)
 			}
 		case "id":
-			id = value
+			// Its own copy, as encoding/json gave it: a request's id may
+			// outlive the request (a task's, a stream's), and a slice of
+			// the body would keep all of it.
+			id = bytes.Clone(value)
 		case "params":
 			// Each params replaces the one before, whole; null clears it.
 			q.p = params{}

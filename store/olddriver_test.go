@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/opsmcp/platform/store"
+	"github.com/opsmcp/platform/testkit/platformtest"
 )
 
 // TestADatabaseWrittenByTheEarlierSQLiteDriverReadsTheSame opens a
@@ -73,15 +74,69 @@ func TestADatabaseWrittenByTheEarlierSQLiteDriverReadsTheSame(t *testing.T) {
 			t.Fatalf("audit before %s: %v, want %v", c.before.Format(time.RFC3339Nano), times, c.want)
 		}
 		for i := range times {
-			if !times[i].Equal(c.want[i]) {
+			if !times[i].Equal(c.want[i]) || times[i].Location() != time.UTC {
 				t.Fatalf("audit before %s: %v, want %v", c.before.Format(time.RFC3339Nano), times, c.want)
 			}
 		}
 	}
 	revoked, err := st.Revocations().RevokedFlows(ctx)
 	if err != nil || len(revoked) != 1 || revoked[0].FlowID != "fl_fixture" ||
-		!revoked[0].ExpiresAt.Equal(time.Date(2030, 6, 7, 8, 9, 10, 250_000_000, time.UTC)) {
+		revoked[0].ExpiresAt != time.Date(2030, 6, 7, 8, 9, 10, 250_000_000, time.UTC) {
 		t.Fatalf("revoked flows: %+v %v", revoked, err)
+	}
+}
+
+// TestSQLiteReadsEveryTimeInUTCAndEverySpellingOfOne: a time column
+// reads as a time in UTC (equal with ==, not only Equal) whatever wrote
+// it: the store, or a person or tool with SQL, in SQLite's own
+// datetime('now') spelling, RFC 3339, with or without a zone, to the
+// minute or the day. Text that spells no time fails the read, as it did.
+func TestSQLiteReadsEveryTimeInUTCAndEverySpellingOfOne(t *testing.T) {
+	ctx := context.Background()
+	url := "sqlite:" + filepath.Join(t.TempDir(), "t.db")
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	db := platformtest.SQL(t, url)
+	for _, c := range []struct {
+		text string
+		want time.Time
+	}{
+		{"2026-01-02 03:04:05.123456789+00:00", time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)},
+		{"2026-01-02 03:04:05+02:00", time.Date(2026, 1, 2, 1, 4, 5, 0, time.UTC)},
+		{"2026-01-02 03:04:05Z", time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)},
+		{"2026-01-02T03:04:05.5Z", time.Date(2026, 1, 2, 3, 4, 5, 500_000_000, time.UTC)},
+		{"2026-01-02T03:04:05-05:00", time.Date(2026, 1, 2, 8, 4, 5, 0, time.UTC)},
+		{"2026-01-02 03:04:05", time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)},
+		{"2026-01-02T03:04:05.25", time.Date(2026, 1, 2, 3, 4, 5, 250_000_000, time.UTC)},
+		{"2026-01-02 03:04:05.5 +0000 UTC", time.Date(2026, 1, 2, 3, 4, 5, 500_000_000, time.UTC)},
+		{"2026-01-02 03:04", time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)},
+		{"2026-01-02", time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)},
+	} {
+		db.Exec(t, "DELETE FROM audit_log")
+		db.Exec(t, "INSERT INTO audit_log (id, at, actor, action) VALUES ('au_1', ?, 'a', 'x')", c.text)
+		got, err := st.Audit().List(ctx, "", time.Time{}, 1)
+		if err != nil || len(got) != 1 || got[0].At != c.want {
+			t.Errorf("%q read as %v (%v), want %v in UTC", c.text, got, err, c.want)
+		}
+	}
+	// Written by the store in a zone of its own, read in UTC.
+	db.Exec(t, "DELETE FROM audit_log")
+	at := time.Date(2026, 7, 1, 12, 0, 0, 0, time.FixedZone("", 3600))
+	if err := st.Audit().Write(ctx, store.AuditEntry{At: at, Actor: "a", Action: "x"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.Audit().List(ctx, "", time.Time{}, 1); err != nil || len(got) != 1 || got[0].At != at.UTC() {
+		t.Errorf("a time written at +01:00 read as %v (%v), want %v", got, err, at.UTC())
+	}
+	db.Exec(t, "UPDATE audit_log SET at = 'soon'")
+	if got, err := st.Audit().List(ctx, "", time.Time{}, 1); err == nil {
+		t.Errorf("text that spells no time read as %v", got)
 	}
 }
 

@@ -21,6 +21,7 @@ package store
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -31,6 +32,7 @@ import (
 	"strings"
 	"time"
 
+	sqlite "github.com/ncruces/go-sqlite3/driver"
 	"github.com/ncruces/go-sqlite3/gormlite"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
@@ -49,10 +51,6 @@ const (
 	SQLite   = sqldb.SQLite
 	Postgres = sqldb.Postgres
 )
-
-// SQLiteTime is the layout of a time kept as text on SQLite, for
-// anything else that reads or writes the store's rows.
-const SQLiteTime = sqldb.SQLiteTime
 
 // Errors callers branch on.
 var (
@@ -154,44 +152,11 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
 		dial, dialect = postgres.Open(rawURL), Postgres
 	default:
-		path := strings.TrimPrefix(strings.TrimPrefix(rawURL, "sqlite://"), "sqlite:")
-		path, query, _ := strings.Cut(path, "?")
-		if path == "" {
-			return nil, fmt.Errorf("database url %q: empty sqlite path", redactURL(rawURL))
-		}
-		if path != ":memory:" {
-			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-				return nil, fmt.Errorf("create database directory: %w", err)
-			}
-		}
-		q, err := url.ParseQuery(query)
+		db, err := openSQLite(rawURL)
 		if err != nil {
-			return nil, fmt.Errorf("database url: bad sqlite options: %w", err)
+			return nil, err
 		}
-		// WAL lets readers proceed during a write; the busy timeout turns
-		// writer contention into waiting instead of SQLITE_BUSY errors.
-		q.Add("_pragma", "busy_timeout(10000)")
-		q.Add("_pragma", "journal_mode(WAL)")
-		q.Add("_pragma", "foreign_keys(1)")
-		// A statement that may fail halfway inside a transaction (the flow
-		// record's multi-row upserts) keeps a journal to undo it. In
-		// memory it is a copy; in a temporary file (SQLite's default past
-		// 64 KiB) every page is a write and a seek: 5–13% of the record's
-		// write. The price: sorts and temporary indexes no index serves
-		// (the record's counts, an hourly prune) stay in memory too, so a
-		// URL that names its own temp_store keeps it.
-		if !hasPragma(q, "temp_store") {
-			q.Add("_pragma", "temp_store(MEMORY)")
-		}
-		q.Add("_txlock", "immediate")
-		// The driver is ncruces/go-sqlite3: SQLite 3.54 in pure Go
-		// (translated from its WebAssembly build). It writes the flow
-		// record for a tenth to a fifth less CPU than modernc's SQLite
-		// 3.41 (glebarez/go-sqlite), the driver before it, did. Times
-		// keep the layout that driver wrote, so its databases read the
-		// same.
-		q.Set("_timefmt", sqldb.SQLiteTime)
-		dial, dialect = gormlite.Open("file:"+uriPath.Replace(path)+"?"+q.Encode()), SQLite
+		dial, dialect = gormlite.OpenDB(db), SQLite
 	}
 	var o options
 	for _, opt := range opts {
@@ -217,6 +182,63 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// OpenSQL opens a plain database/sql connection pool to the database at
+// rawURL, configured as Open configures the store's own: for tools and
+// tests that read or change rows as they are stored. Its times read and
+// bind as the store's do.
+func OpenSQL(rawURL string) (*sql.DB, error) {
+	if strings.HasPrefix(rawURL, "postgres://") || strings.HasPrefix(rawURL, "postgresql://") {
+		return sql.Open("pgx", rawURL)
+	}
+	return openSQLite(rawURL)
+}
+
+// openSQLite opens the SQLite database at rawURL (sqlite:PATH?OPTIONS).
+func openSQLite(rawURL string) (*sql.DB, error) {
+	path := strings.TrimPrefix(strings.TrimPrefix(rawURL, "sqlite://"), "sqlite:")
+	path, query, _ := strings.Cut(path, "?")
+	if path == "" {
+		return nil, fmt.Errorf("database url %q: empty sqlite path", redactURL(rawURL))
+	}
+	if path != ":memory:" {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("create database directory: %w", err)
+		}
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, fmt.Errorf("database url: bad sqlite options: %w", err)
+	}
+	// WAL lets readers proceed during a write; the busy timeout turns
+	// writer contention into waiting instead of SQLITE_BUSY errors.
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	// A statement that may fail halfway inside a transaction (the flow
+	// record's multi-row upserts) keeps a journal to undo it. In
+	// memory it is a copy; in a temporary file (SQLite's default past
+	// 64 KiB) every page is a write and a seek: 5–13% of the record's
+	// write. The price: sorts and temporary indexes no index serves
+	// (the record's counts, an hourly prune) stay in memory too, so a
+	// URL that names its own temp_store keeps it.
+	if !hasPragma(q, "temp_store") {
+		q.Add("_pragma", "temp_store(MEMORY)")
+	}
+	q.Add("_txlock", "immediate")
+	// The driver is ncruces/go-sqlite3: SQLite 3.54 in pure Go
+	// (translated from its WebAssembly build). It writes the flow
+	// record for a tenth to a fifth less CPU than modernc's SQLite
+	// 3.41 (glebarez/go-sqlite), the driver before it, did. Times
+	// keep the layout that driver wrote, so its databases read the
+	// same.
+	q.Set("_timefmt", sqldb.SQLiteTime)
+	c, err := (&sqlite.SQLite{}).OpenConnector("file:" + uriPath.Replace(path) + "?" + q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("database url: %w", err)
+	}
+	return sql.OpenDB(utcConnector{c}), nil
 }
 
 // uriPath escapes what a path may hold that a file: URI reads otherwise.

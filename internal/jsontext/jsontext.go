@@ -1,7 +1,8 @@
-// Package jsontext writes JSON text by hand for the paths that run for
-// every round (the flow record's encoding), where encoding/json's
-// reflection, and its re-validation of every document embedded in
-// another, cost more than the values themselves.
+// Package jsontext writes and checks JSON text by hand for the paths
+// that run for every round (the flow record's encoding, the check of
+// every request body), where encoding/json's reflection, its scanner and
+// its re-validation of every document embedded in another cost more than
+// the values themselves.
 package jsontext
 
 import (

@@ -3,13 +3,9 @@ package platformtest
 import (
 	"context"
 	"database/sql"
-	"net/url"
 	"strconv"
 	"strings"
 	"testing"
-
-	_ "github.com/jackc/pgx/v5/stdlib"       // database/sql driver "pgx", as the store's
-	_ "github.com/ncruces/go-sqlite3/driver" // database/sql driver "sqlite3", as the store's
 
 	"github.com/opsmcp/platform/store"
 )
@@ -24,24 +20,16 @@ type DB struct {
 }
 
 // SQL connects to the database at rawURL (a store URL: sqlite:PATH or
-// postgres://…); the connection is closed when the test ends.
+// postgres://…) as the store connects (store.OpenSQL); the connection is
+// closed when the test ends.
 func SQL(t testing.TB, rawURL string) *DB {
 	t.Helper()
-	driver, dsn, postgres := "sqlite3", "", false
-	switch {
-	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
-		driver, dsn, postgres = "pgx", rawURL, true
-	default:
-		path := strings.TrimPrefix(strings.TrimPrefix(rawURL, "sqlite://"), "sqlite:")
-		path, _, _ = strings.Cut(path, "?")
-		// Times as the store binds and reads them.
-		dsn = "file:" + path + "?" + url.Values{"_pragma": {"busy_timeout(10000)"}, "_timefmt": {store.SQLiteTime}}.Encode()
-	}
-	db, err := sql.Open(driver, dsn)
+	db, err := store.OpenSQL(rawURL)
 	if err != nil {
-		t.Fatalf("open %s: %v", driver, err)
+		t.Fatalf("open %s: %v", rawURL, err)
 	}
 	t.Cleanup(func() { db.Close() })
+	postgres := strings.HasPrefix(rawURL, "postgres://") || strings.HasPrefix(rawURL, "postgresql://")
 	return &DB{db: db, postgres: postgres}
 }
 
