@@ -9,6 +9,7 @@ import (
 	"github.com/opsmcp/platform/config"
 	"github.com/opsmcp/platform/endpoint"
 	"github.com/opsmcp/platform/testkit/platformtest"
+	"github.com/opsmcp/platform/testkit/testwait"
 )
 
 // TestTheCatalogueCacheIsMeasured: /metrics says how many tenants' catalogues
@@ -25,7 +26,14 @@ func TestTheCatalogueCacheIsMeasured(t *testing.T) {
 			t.Fatalf("%s: tools/list %d", slug, r.Status)
 		}
 	}
-	r := platformtest.Do(t, http.MethodGet, p.URL+"/metrics", http.Header{"Authorization": {"Bearer " + token}}, nil)
+	// The feed reads a change after its notification, on its own: the
+	// metrics are read once it has read the three creations.
+	var r *platformtest.Response
+	changes := regexp.MustCompile(`(?m)^opsmcp_feed_changes_total(?:\{[^}]*\})? ([3-9]|\d\d+)$`)
+	testwait.Until(t, "the feed to read the three creations", func() bool {
+		r = platformtest.Do(t, http.MethodGet, p.URL+"/metrics", http.Header{"Authorization": {"Bearer " + token}}, nil)
+		return changes.Match(r.Body)
+	})
 	value := func(name string) int64 {
 		m := regexp.MustCompile(`(?m)^` + name + `(?:\{[^}]*\})? (\d+)`).FindSubmatch(r.Body)
 		if m == nil {

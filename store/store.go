@@ -2,7 +2,8 @@
 // touches its tables: GORM on SQLite (the embedded default, pure Go) or
 // PostgreSQL, with the embedded migrations (package migrations).
 //
-// Store opens, migrates and closes it (store.go); what it keeps is
+// Store opens, migrates and closes it (store.go; on SQLite through a
+// connector that reads every time in UTC, sqlitetime.go); what it keeps is
 // reached through parts named for it: Tenants (tenants.go, items.go and
 // bulk.go: tenants and their catalogues; secrets.go: webhook secrets
 // sealed at rest), Record (the flow record, package store/record),
