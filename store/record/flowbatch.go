@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -268,8 +270,19 @@ func (s *Record) WriteEncodedAfter(ctx context.Context, first *Statement, recs [
 
 // writeBatchSQLite is WriteEncodedRounds on SQLite.
 func (s *Record) writeBatchSQLite(ctx context.Context, first *Statement, recs [][]byte, bb *batchBuffer) (int, error) {
+	stmts := batchStatements[sqldb.SQLite]
+	// Prepared before the transaction, which holds a connection of its
+	// own: preparing takes one from the pool.
+	flows, err := s.prepared.stmt(ctx, s.db, stmts.flows)
+	if err != nil {
+		return 0, fmt.Errorf("write flows: %w", err)
+	}
+	roundsStmt, err := s.prepared.stmt(ctx, s.db, stmts.rounds)
+	if err != nil {
+		return 0, fmt.Errorf("write flow rounds: %w", err)
+	}
 	var changed int
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if first != nil {
 			if err := tx.Exec(first.SQL, first.Args...).Error; err != nil {
 				return fmt.Errorf("%w: %w", ErrFirst, err)
@@ -285,7 +298,6 @@ func (s *Record) writeBatchSQLite(ctx context.Context, first *Statement, recs []
 		// go as JSON documents, as text (SQLite 3.45 and later read a
 		// blob as binary JSON). A batch of huge questions goes in several
 		// statements, none much over maxBatchDocument.
-		stmts := batchStatements[sqldb.SQLite]
 		recorded, err := bb.recorded(tx, stmts.recorded, recs)
 		if err != nil {
 			return err
@@ -300,14 +312,13 @@ func (s *Record) writeBatchSQLite(ctx context.Context, first *Statement, recs []
 			// statements have no span of gorm's telemetry plugin: in a
 			// request, the request's span covers them; the recorder's
 			// batches are not traced.)
-			exec := tx.Statement.ConnPool.ExecContext
 			if h != nil {
 				bb.history = h
-				if _, err := exec(ctx, stmts.rounds, next-1, rounds, string(h)); err != nil {
+				if _, err := execIn(ctx, tx, roundsStmt, stmts.rounds, next-1, rounds, string(h)); err != nil {
 					return fmt.Errorf("write flow rounds: %w", err)
 				}
 			}
-			res, err := exec(ctx, stmts.flows, b, next-1, rounds)
+			res, err := execIn(ctx, tx, flows, stmts.flows, b, next-1, rounds)
 			if err != nil {
 				return fmt.Errorf("write flows: %w", err)
 			}
@@ -324,6 +335,45 @@ func (s *Record) writeBatchSQLite(ctx context.Context, first *Statement, recs []
 		return 0, err
 	}
 	return changed, nil
+}
+
+// execIn runs st, prepared from query, in the transaction tx.
+func execIn(ctx context.Context, tx *gorm.DB, st *sql.Stmt, query string, args ...any) (sql.Result, error) {
+	if sqlTx, ok := tx.Statement.ConnPool.(*sql.Tx); ok {
+		return sqlTx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	}
+	return tx.Statement.ConnPool.ExecContext(ctx, query, args...)
+}
+
+// prepared holds statements prepared once, by their text. The SQLite
+// driver parses a statement anew for each execution otherwise, and the
+// upsert of a batch's flows is a long one; database/sql then prepares
+// each on a connection the first time it runs there, and keeps it.
+type prepared struct {
+	mu sync.Mutex
+	m  map[string]*sql.Stmt
+}
+
+// stmt returns query prepared in db.
+func (p *prepared) stmt(ctx context.Context, db *gorm.DB, query string) (*sql.Stmt, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st, ok := p.m[query]; ok {
+		return st, nil
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, err
+	}
+	st, err := sqlDB.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("prepare: %w", err)
+	}
+	if p.m == nil {
+		p.m = make(map[string]*sql.Stmt)
+	}
+	p.m[query] = st
+	return st, nil
 }
 
 // writeBatchPostgres is WriteEncodedRounds on PostgreSQL, in pgx itself:

@@ -26,6 +26,8 @@ type Record struct {
 	// UTF-8): always on SQLite; on PostgreSQL when the database's
 	// collation is C, POSIX or C.UTF-8 (prefixOf).
 	byteOrder bool
+	// prepared holds the SQLite write's statements.
+	prepared prepared
 }
 
 // New is the record kept in conn's database. Only package store calls
