@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/opsmcp/platform/store"
@@ -63,5 +64,34 @@ func TestSQLitePathsKeepTheCharactersAFileURIReadsOtherwise(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 			t.Errorf("%s: the database is not at the path named: %v", name, err)
 		}
+	}
+}
+
+// TestSQLiteInMemoryIsRefusedBeforeAnythingIsCreated: an in-memory
+// SQLite database is one per connection, so the store's pool would see
+// several empty ones; every spelling of it is refused with a message
+// that says why, and nothing is created.
+func TestSQLiteInMemoryIsRefusedBeforeAnythingIsCreated(t *testing.T) {
+	dir := t.TempDir()
+	for _, u := range []string{
+		"sqlite::memory:", "sqlite://:memory:", ":memory:", "sqlite::memory:?_pragma=foreign_keys(1)",
+		"sqlite:" + filepath.Join(dir, "sub", "m.db") + "?mode=memory",
+		"sqlite:" + filepath.Join(dir, "sub", "m.db") + "?cache=shared&mode=memory",
+	} {
+		st, err := store.Open(context.Background(), u)
+		if err == nil {
+			st.Close()
+			t.Errorf("%s: opened", u)
+			continue
+		}
+		if !strings.Contains(err.Error(), "in-memory SQLite database") {
+			t.Errorf("%s: %v", u, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sub")); !os.IsNotExist(err) {
+		t.Errorf("a refused URL created its directory: %v", err)
+	}
+	if _, err := os.Stat(":memory:"); !os.IsNotExist(err) {
+		t.Errorf("a refused URL created a file named :memory: (%v)", err)
 	}
 }

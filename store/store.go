@@ -30,6 +30,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -203,14 +204,18 @@ func openSQLite(rawURL string) (*sql.DB, error) {
 	if path == "" {
 		return nil, fmt.Errorf("database url %q: empty sqlite path", redactURL(rawURL))
 	}
-	if path != ":memory:" {
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, fmt.Errorf("create database directory: %w", err)
-		}
-	}
 	q, err := url.ParseQuery(query)
 	if err != nil {
 		return nil, fmt.Errorf("database url: bad sqlite options: %w", err)
+	}
+	// Refused before anything is created: an in-memory database is one
+	// per connection, and the store's pool holds several, each of which
+	// would find a database of its own, empty and unmigrated.
+	if path == ":memory:" || slices.Contains(q["mode"], "memory") {
+		return nil, fmt.Errorf("database url %q: an in-memory SQLite database would be a different, empty one on each of the store's connections; give a file path (in a temporary directory for data that need not last)", redactURL(rawURL))
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create database directory: %w", err)
 	}
 	// WAL lets readers proceed during a write; the busy timeout turns
 	// writer contention into waiting instead of SQLITE_BUSY errors.
