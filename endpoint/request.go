@@ -619,10 +619,8 @@ func (m *meta) token() json.RawMessage {
 // is its own bytes; any other goes through json.Unmarshal, which
 // unescapes and turns invalid UTF-8 into U+FFFD.
 func jsonString(raw json.RawMessage) (string, bool) {
-	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' {
-		if s := raw[1 : n-1]; bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s) {
-			return string(s), true
-		}
+	if s, ok := plainString(raw); ok {
+		return s, true
 	}
 	var s string
 	err := json.Unmarshal(raw, &s)

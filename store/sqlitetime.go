@@ -67,42 +67,30 @@ func (c utcConn) PrepareContext(ctx context.Context, query string) (driver.Stmt,
 	if err != nil {
 		return nil, err
 	}
-	return utcStmt{s}, nil
+	in, ok := s.(driverStmt)
+	if !ok {
+		s.Close()
+		return nil, fmt.Errorf("sqlite driver: statement %T lacks a method the store uses", s)
+	}
+	return utcStmt{in}, nil
 }
 
-// stmt is what utcStmt needs of the driver's statements.
-type stmt interface {
+// driverStmt is what the store uses of the driver's statements.
+type driverStmt interface {
 	driver.Stmt
 	driver.StmtExecContext
 	driver.StmtQueryContext
+	driver.NamedValueChecker
 }
 
-type utcStmt struct{ driver.Stmt }
-
-func (s utcStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	if in, ok := s.Stmt.(stmt); ok {
-		return in.ExecContext(ctx, args)
-	}
-	return nil, driver.ErrSkip
-}
+type utcStmt struct{ driverStmt }
 
 func (s utcStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	in, ok := s.Stmt.(stmt)
-	if !ok {
-		return nil, driver.ErrSkip
-	}
-	r, err := in.QueryContext(ctx, args)
+	r, err := s.driverStmt.QueryContext(ctx, args)
 	if err != nil {
 		return nil, err
 	}
 	return &utcRows{Rows: r}, nil
-}
-
-func (s utcStmt) CheckNamedValue(v *driver.NamedValue) error {
-	if in, ok := s.Stmt.(driver.NamedValueChecker); ok {
-		return in.CheckNamedValue(v)
-	}
-	return driver.ErrSkip
 }
 
 type utcRows struct {

@@ -146,19 +146,17 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		SkipDefaultTransaction: true,
 		NowFunc:                func() time.Time { return time.Now().UTC() },
 	}
-	var (
-		dial    gorm.Dialector
-		dialect Dialect
-	)
-	switch {
-	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
-		dial, dialect = postgres.Open(rawURL), Postgres
+	dialect := DialectOf(rawURL)
+	var dial gorm.Dialector
+	switch dialect {
+	case Postgres:
+		dial = postgres.Open(rawURL)
 	default:
 		db, err := openSQLite(rawURL)
 		if err != nil {
 			return nil, err
 		}
-		dial, dialect = gormlite.OpenDB(db), SQLite
+		dial = gormlite.OpenDB(db)
 	}
 	var o options
 	for _, opt := range opts {
@@ -191,10 +189,19 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 // tests that read or change rows as they are stored. Its times read and
 // bind as the store's do.
 func OpenSQL(rawURL string) (*sql.DB, error) {
-	if strings.HasPrefix(rawURL, "postgres://") || strings.HasPrefix(rawURL, "postgresql://") {
+	if DialectOf(rawURL) == Postgres {
 		return sql.Open("pgx", rawURL)
 	}
 	return openSQLite(rawURL)
+}
+
+// DialectOf is the database a URL names: postgres:// and postgresql://
+// name PostgreSQL, anything else SQLite.
+func DialectOf(rawURL string) Dialect {
+	if strings.HasPrefix(rawURL, "postgres://") || strings.HasPrefix(rawURL, "postgresql://") {
+		return Postgres
+	}
+	return SQLite
 }
 
 // openSQLite opens the SQLite database at rawURL (sqlite:PATH?OPTIONS).

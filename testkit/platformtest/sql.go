@@ -29,7 +29,7 @@ func SQL(t testing.TB, rawURL string) *DB {
 		t.Fatalf("open %s: %v", rawURL, err)
 	}
 	t.Cleanup(func() { db.Close() })
-	postgres := strings.HasPrefix(rawURL, "postgres://") || strings.HasPrefix(rawURL, "postgresql://")
+	postgres := store.DialectOf(rawURL) == store.Postgres
 	return &DB{db: db, postgres: postgres}
 }
 
